@@ -1,0 +1,31 @@
+"""nestad: nested forward- and reverse-mode automatic differentiation for Python.
+
+Derivative operators nest to any depth and in any combination of modes without
+confusing one perturbation with another (DVL's design: tagged perturbations
+ordered by creation).  See README.md and notes/design.md.
+"""
+from .errors import (EscapedPerturbationError, InvalidInputError, NestadError,
+                     NonScalarOutputError, PerturbedConversionError)
+from .operators import (derivative, directional_derivative, gradient_f, gradient_r, grad,
+                        hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
+                        value_and_grad, value_and_gradient_r, vjp)
+from .primitives import (acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, cos, cosh,
+                         erf, erfc, exp, expm1, floor, hypot, log, log1p, log2, log10, maximum,
+                         minimum, pow, sin, sinh, sqrt, tan, tanh)
+from .primitives import abs_ as abs  # noqa: A001  (nestad.abs mirrors numpy's name)
+from .structures import register_structure
+from .values import Bundle, TapeCell, primal_value
+
+__version__ = "0.1.0"
+
+__all__ = [
+    'derivative', 'directional_derivative', 'jvp', 'gradient_f', 'gradient_r', 'grad',
+    'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
+    'jacrev', 'hessian', 'hvp',
+    'acos', 'acosh', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'cbrt', 'ceil', 'cos', 'cosh',
+    'erf', 'erfc', 'exp', 'expm1', 'floor', 'hypot', 'log', 'log1p', 'log2', 'log10',
+    'maximum', 'minimum', 'pow', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'abs',
+    'register_structure', 'primal_value', 'Bundle', 'TapeCell',
+    'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
+    'EscapedPerturbationError',
+]

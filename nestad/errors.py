@@ -1,0 +1,24 @@
+"""Exception types.  Each names what was wrong and what to do instead."""
+
+
+class NestadError(Exception):
+    """Base class of every error nestad raises on purpose."""
+
+
+class InvalidInputError(NestadError, TypeError):
+    """An argument (or a leaf inside it) is not a number or a known structure."""
+
+
+class NonScalarOutputError(NestadError, TypeError):
+    """A reverse-mode gradient was asked of a function whose output is not a real scalar."""
+
+
+class PerturbedConversionError(NestadError, TypeError):
+    """``float()``, ``int()``, ``math.*`` or ``round()`` on a value that carries a perturbation.
+
+    Converting would silently drop the derivative, so it is refused.
+    """
+
+
+class EscapedPerturbationError(NestadError, ValueError):
+    """A perturbed value outlived the derivative call that created it (a side effect leaked it)."""

@@ -1,0 +1,97 @@
+"""Lifting a primitive to perturbed arguments, generically.
+
+A primitive knows three things: its name, its ``plain`` implementation on
+untagged numbers, and one ``partial`` per argument: ``partial(*primals, out)``
+returns d out / d argument, written with nestad's own (lifted) operations so that
+the rule can itself be differentiated by an enclosing run of AD.
+
+``lift1``/``lift2`` find the outermost (largest) tag among the arguments and
+handle that run only:  every argument carrying the tag is split into its primal
+and its tangent (Bundle) or its cell (TapeCell); every other argument is, by the
+ordering invariant, a constant for that run.  The primitive is then applied to
+the primals through its *lifted* entry point, which recurses on the next tag
+down.  The result's fields are computed from primals only, so they hold smaller
+tags: the invariant is preserved.
+
+These are the general paths.  The arithmetic operators also have hand-written
+fast paths (same tag on both sides, or a plain float on one side) installed on
+Bundle and TapeCell in ``primitives.py`` next to their rules.
+"""
+from numbers import Real
+
+from .errors import InvalidInputError
+from .values import Bundle, Perturbed, TapeCell, next_id
+
+
+class Primitive:
+    """A differentiable operation and its rule."""
+
+    __slots__ = ('name', 'plain', 'partials', 'lifted')
+
+    def __init__(self, name, plain, partials, lifted=None):
+        self.name = name
+        self.plain = plain          # implementation on plain numbers
+        self.partials = partials    # tuple of partial(*primals, out), one per argument
+        self.lifted = lifted        # the public function, used to recurse on primals
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+def not_a_number(name, value):
+    return InvalidInputError(
+        f"nestad.{name} got {type(value).__name__} {value!r:.60}, which is not a real number "
+        "or a nestad number.")
+
+
+def lift1(prim, x):
+    cls = x.__class__
+    if cls is Bundle:
+        p = x.primal
+        out = prim.lifted(p)
+        return Bundle(x.tag, out, prim.partials[0](p, out) * x.tangent)
+    if cls is TapeCell:
+        p = x.primal
+        out = prim.lifted(p)
+        return TapeCell(x.tag, next_id(), out, ((x, prim.partials[0](p, out)),))
+    if isinstance(x, Real):
+        return prim.plain(x)
+    raise not_a_number(prim.name, x)
+
+
+def lift2(prim, x, y):
+    if isinstance(x, Perturbed):
+        tx = x.tag
+    elif isinstance(x, Real):
+        tx = -1
+    else:
+        raise not_a_number(prim.name, x)
+    if isinstance(y, Perturbed):
+        ty = y.tag
+    elif isinstance(y, Real):
+        ty = -1
+    else:
+        raise not_a_number(prim.name, y)
+    if tx < 0 and ty < 0:
+        return prim.plain(x, y)
+
+    top = tx if tx >= ty else ty
+    xp = x.primal if tx == top else x
+    yp = y.primal if ty == top else y
+    out = prim.lifted(xp, yp)
+    dx, dy = prim.partials
+    if (x if tx == top else y).__class__ is Bundle:
+        if tx == top and ty == top:
+            tangent = dx(xp, yp, out) * x.tangent + dy(xp, yp, out) * y.tangent
+        elif tx == top:
+            tangent = dx(xp, yp, out) * x.tangent
+        else:
+            tangent = dy(xp, yp, out) * y.tangent
+        return Bundle(top, out, tangent)
+    if tx == top and ty == top:
+        partials = ((x, dx(xp, yp, out)), (y, dy(xp, yp, out)))
+    elif tx == top:
+        partials = ((x, dx(xp, yp, out)),)
+    else:
+        partials = ((y, dy(xp, yp, out)),)
+    return TapeCell(top, next_id(), out, partials)

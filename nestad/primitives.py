@@ -1,0 +1,446 @@
+"""Every primitive nestad knows, each with its derivative rule beside it.
+
+Rules are written with nestad's lifted operations (``cos``, ``recip``, ``*``...)
+so that a rule evaluated on perturbed primals is itself differentiated by the
+enclosing run: that is what gives second and higher derivatives.
+
+Functions accept plain numbers too and then behave like ``math``'s, except that
+they follow IEEE 754 where ``math`` raises: ``log(0) == -inf``, ``sqrt(-1)`` is
+nan, ``exp(1000) == inf``.  The ``**`` operator on perturbed numbers follows
+``nestad.pow`` (IEEE: ``0 ** -1 == inf``, a negative base with a non-integer
+exponent gives nan rather than a complex number); ``/`` follows Python floats
+(``x / 0`` raises ZeroDivisionError, as it would without nestad).
+"""
+import math
+
+import numpy as np
+
+from .lifting import Primitive, lift1, lift2, not_a_number
+from .values import Bundle, Perturbed, TapeCell, next_id, primal_value
+
+_float = float
+_int = int
+_nan = math.nan
+_inf = math.inf
+
+
+def _ieee1(fn, npfn):
+    """``fn`` (from math) on plain numbers, with numpy's IEEE answer where math raises."""
+    def plain(x):
+        try:
+            return fn(x)
+        except (ValueError, OverflowError):
+            with np.errstate(all='ignore'):
+                return _float(npfn(_float(x)))
+    plain.__name__ = fn.__name__
+    return plain
+
+
+def unary(name, fn, npfn, partial):
+    """Define a one-argument primitive: plain implementation + rule d out/dx = partial(x, out)."""
+    plain = _ieee1(fn, npfn) if npfn is not None else fn
+    prim = Primitive(name, plain, (partial,))
+
+    def public(x):
+        if x.__class__ is _float:
+            try:
+                return fn(x)
+            except (ValueError, OverflowError):
+                return plain(x)
+        return lift1(prim, x)
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = f"Differentiable {name}; accepts plain and nestad numbers."
+    prim.lifted = public
+    return public, prim
+
+
+def binary(name, plain, dx, dy):
+    """Define a two-argument primitive with rules dx(x, y, out) and dy(x, y, out)."""
+    prim = Primitive(name, plain, (dx, dy))
+
+    def public(x, y):
+        return lift2(prim, x, y)
+
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = f"Differentiable {name}; accepts plain and nestad numbers."
+    prim.lifted = public
+    return public, prim
+
+
+def _const(fn):
+    """A piecewise-constant operation: derivative zero, result carries no perturbation."""
+    return lambda *args: fn(*map(primal_value, args))
+
+
+# ---------------------------------------------------------------- helpers used by rules
+
+def _recip_plain(x):
+    try:
+        return 1.0 / x
+    except ZeroDivisionError:
+        return math.copysign(_inf, x)
+
+
+# recip: 1/x, IEEE at zero so that rules like d log = recip(x) give inf, not an exception.
+recip, RECIP = unary('recip', _recip_plain, None, lambda x, out: -(out * out))
+
+
+def _sign(x):
+    v = primal_value(x)
+    return 1.0 if v > 0 else (-1.0 if v < 0 else (0.0 if v == 0 else _nan))
+
+
+# ---------------------------------------------------------------- elementary functions
+
+exp, EXP = unary('exp', math.exp, np.exp, lambda x, out: out)
+expm1, EXPM1 = unary('expm1', math.expm1, np.expm1, lambda x, out: out + 1.0)
+log, LOG = unary('log', math.log, np.log, lambda x, out: recip(x))
+log1p, LOG1P = unary('log1p', math.log1p, np.log1p, lambda x, out: recip(1.0 + x))
+log2, LOG2 = unary('log2', math.log2, np.log2, lambda x, out: recip(x * math.log(2.0)))
+log10, LOG10 = unary('log10', math.log10, np.log10, lambda x, out: recip(x * math.log(10.0)))
+sqrt, SQRT = unary('sqrt', math.sqrt, np.sqrt, lambda x, out: 0.5 * recip(out))
+cbrt, CBRT = unary('cbrt', math.cbrt, np.cbrt, lambda x, out: recip(3.0 * (out * out)))
+
+sin, SIN = unary('sin', math.sin, np.sin, lambda x, out: cos(x))
+cos, COS = unary('cos', math.cos, np.cos, lambda x, out: -sin(x))
+tan, TAN = unary('tan', math.tan, np.tan, lambda x, out: 1.0 + out * out)
+asin, ASIN = unary('asin', math.asin, np.arcsin, lambda x, out: recip(sqrt(1.0 - x * x)))
+acos, ACOS = unary('acos', math.acos, np.arccos, lambda x, out: -recip(sqrt(1.0 - x * x)))
+atan, ATAN = unary('atan', math.atan, np.arctan, lambda x, out: recip(1.0 + x * x))
+
+sinh, SINH = unary('sinh', math.sinh, np.sinh, lambda x, out: cosh(x))
+cosh, COSH = unary('cosh', math.cosh, np.cosh, lambda x, out: sinh(x))
+tanh, TANH = unary('tanh', math.tanh, np.tanh, lambda x, out: 1.0 - out * out)
+asinh, ASINH = unary('asinh', math.asinh, np.arcsinh, lambda x, out: recip(sqrt(x * x + 1.0)))
+acosh, ACOSH = unary('acosh', math.acosh, np.arccosh,
+                     lambda x, out: recip(sqrt((x - 1.0) * (x + 1.0))))
+atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip(1.0 - x * x))
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-(x * x)))
+erfc, ERFC = unary('erfc', math.erfc, None, lambda x, out: -_TWO_OVER_SQRT_PI * exp(-(x * x)))
+
+abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
+
+
+def _floor_plain(x):
+    return math.floor(x) if isinstance(x, _int) else (_float(math.floor(x)) if math.isfinite(x) else x)
+
+
+def _ceil_plain(x):
+    return math.ceil(x) if isinstance(x, _int) else (_float(math.ceil(x)) if math.isfinite(x) else x)
+
+
+floor = _const(_floor_plain)
+floor.__doc__ = "Largest integer <= x (a float for float input); derivative zero, so the result is a plain number."
+ceil = _const(_ceil_plain)
+ceil.__doc__ = "Smallest integer >= x; derivative zero, so the result is a plain number."
+
+
+# ---------------------------------------------------------------- binary functions
+
+def _pow_plain(x, y):
+    try:
+        out = x ** y
+    except ZeroDivisionError:       # 0 ** negative
+        return _inf
+    except OverflowError:
+        with np.errstate(all='ignore'):
+            return _float(np.power(_float(x), _float(y)))
+    return _nan if out.__class__ is complex else out
+
+
+pow, POW = binary('pow', _pow_plain,
+                  lambda x, y, out: y * pow(x, y - 1.0),
+                  lambda x, y, out: log(x) * out)
+
+
+def _atan2_plain(y, x):
+    return math.atan2(y, x)
+
+
+atan2, ATAN2 = binary('atan2', _atan2_plain,
+                      lambda y, x, out: x * recip(x * x + y * y),
+                      lambda y, x, out: -y * recip(x * x + y * y))
+
+
+def _hypot_plain(x, y):
+    return math.hypot(x, y)
+
+
+hypot, HYPOT = binary('hypot', _hypot_plain,
+                      lambda x, y, out: x * recip(out),
+                      lambda x, y, out: y * recip(out))
+
+
+def _tie_split(a, b):
+    """d max(a,b)/da: 1 where a wins, 0 where b wins, 1/2 at a tie (the symmetric choice)."""
+    a, b = primal_value(a), primal_value(b)
+    return 1.0 if a > b else (0.0 if a < b else 0.5)
+
+
+def _minimum_plain(x, y):
+    return x if x <= y else y
+
+
+def _maximum_plain(x, y):
+    return x if x >= y else y
+
+
+minimum, MINIMUM = binary('minimum', _minimum_plain,
+                          lambda x, y, out: _tie_split(y, x),
+                          lambda x, y, out: _tie_split(x, y))
+maximum, MAXIMUM = binary('maximum', _maximum_plain,
+                          lambda x, y, out: _tie_split(x, y),
+                          lambda x, y, out: _tie_split(y, x))
+
+
+# ---------------------------------------------------------------- arithmetic operators
+# Generic rules (used for mixed tags and numpy scalars) plus the hot-path forms,
+# which are the same rules specialised by hand to one tag or a float operand.
+
+def _add(x, y):
+    return x + y
+
+
+def _sub(x, y):
+    return x - y
+
+
+def _mul(x, y):
+    return x * y
+
+
+def _div(x, y):
+    return x / y
+
+
+def _mod(x, y):
+    return x % y
+
+
+ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add)
+SUB = Primitive('subtract', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub)
+MUL = Primitive('multiply', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul)
+DIV = Primitive('divide', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div)
+# x % y == x - y * floor(x / y): the floor is locally constant.
+MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod)
+
+_floordiv = _const(lambda x, y: x // y)
+_rfloordiv = _const(lambda x, y: y // x)
+
+
+def _operator_pair(prim):
+    """Generic ``x op y`` and reflected ``y op x`` for the non-hot cases."""
+    def forward(self, other):
+        return lift2(prim, self, other)
+
+    def reflected(self, other):
+        return lift2(prim, other, self)
+    return forward, reflected
+
+
+# --- Bundle: forward mode ---------------------------------------------------
+# (x + dx eps) + (y + dy eps) = (x + y) + (dx + dy) eps
+def _b_add(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, self.primal + other, self.tangent)
+    if c is Bundle and other.tag == self.tag:
+        return Bundle(self.tag, self.primal + other.primal, self.tangent + other.tangent)
+    return lift2(ADD, self, other)
+
+
+def _b_radd(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, other + self.primal, self.tangent)
+    return lift2(ADD, other, self)
+
+
+def _b_sub(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, self.primal - other, self.tangent)
+    if c is Bundle and other.tag == self.tag:
+        return Bundle(self.tag, self.primal - other.primal, self.tangent - other.tangent)
+    return lift2(SUB, self, other)
+
+
+def _b_rsub(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, other - self.primal, -self.tangent)
+    return lift2(SUB, other, self)
+
+
+# (x + dx eps)(y + dy eps) = xy + (dx y + x dy) eps
+def _b_mul(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, self.primal * other, self.tangent * other)
+    if c is Bundle and other.tag == self.tag:
+        x = self.primal
+        y = other.primal
+        return Bundle(self.tag, x * y, self.tangent * y + x * other.tangent)
+    return lift2(MUL, self, other)
+
+
+def _b_rmul(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, other * self.primal, other * self.tangent)
+    return lift2(MUL, other, self)
+
+
+# d(x/y) = dx/y - (x/y) dy/y
+def _b_truediv(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return Bundle(self.tag, self.primal / other, self.tangent / other)
+    if c is Bundle and other.tag == self.tag:
+        y = other.primal
+        q = self.primal / y
+        return Bundle(self.tag, q, (self.tangent - q * other.tangent) / y)
+    return lift2(DIV, self, other)
+
+
+def _b_rtruediv(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        y = self.primal
+        q = other / y
+        return Bundle(self.tag, q, -(q * self.tangent) / y)
+    return lift2(DIV, other, self)
+
+
+# d(x^n) = n x^(n-1) dx for a constant exponent; the general case goes through POW.
+def _b_pow(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        x = self.primal
+        return Bundle(self.tag, pow(x, other), other * pow(x, other - 1) * self.tangent)
+    return lift2(POW, self, other)
+
+
+def _b_rpow(self, other):
+    return lift2(POW, other, self)
+
+
+def _b_neg(self):
+    return Bundle(self.tag, -self.primal, -self.tangent)
+
+
+# --- TapeCell: forward phase of reverse mode ---------------------------------
+def _t_add(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), self.primal + other, ((self, 1.0),))
+    if c is TapeCell and other.tag == self.tag:
+        return TapeCell(self.tag, next_id(), self.primal + other.primal, ((self, 1.0), (other, 1.0)))
+    return lift2(ADD, self, other)
+
+
+def _t_radd(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), other + self.primal, ((self, 1.0),))
+    return lift2(ADD, other, self)
+
+
+def _t_sub(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), self.primal - other, ((self, 1.0),))
+    if c is TapeCell and other.tag == self.tag:
+        return TapeCell(self.tag, next_id(), self.primal - other.primal, ((self, 1.0), (other, -1.0)))
+    return lift2(SUB, self, other)
+
+
+def _t_rsub(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), other - self.primal, ((self, -1.0),))
+    return lift2(SUB, other, self)
+
+
+def _t_mul(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), self.primal * other, ((self, other),))
+    if c is TapeCell and other.tag == self.tag:
+        x = self.primal
+        y = other.primal
+        return TapeCell(self.tag, next_id(), x * y, ((self, y), (other, x)))
+    return lift2(MUL, self, other)
+
+
+def _t_rmul(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), other * self.primal, ((self, other),))
+    return lift2(MUL, other, self)
+
+
+def _t_truediv(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        return TapeCell(self.tag, next_id(), self.primal / other, ((self, recip(other)),))
+    if c is TapeCell and other.tag == self.tag:
+        y = other.primal
+        q = self.primal / y
+        r = recip(y)
+        return TapeCell(self.tag, next_id(), q, ((self, r), (other, -q * r)))
+    return lift2(DIV, self, other)
+
+
+def _t_rtruediv(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        y = self.primal
+        q = other / y
+        return TapeCell(self.tag, next_id(), q, ((self, -q * recip(y)),))
+    return lift2(DIV, other, self)
+
+
+def _t_pow(self, other):
+    c = other.__class__
+    if c is _float or c is _int:
+        x = self.primal
+        return TapeCell(self.tag, next_id(), pow(x, other), ((self, other * pow(x, other - 1)),))
+    return lift2(POW, self, other)
+
+
+def _t_rpow(self, other):
+    return lift2(POW, other, self)
+
+
+def _t_neg(self):
+    return TapeCell(self.tag, next_id(), -self.primal, ((self, -1.0),))
+
+
+def _pos(self):
+    return self
+
+
+def _abs(self):
+    return lift1(ABS, self)
+
+
+_mod_pair = _operator_pair(MOD)
+
+for _cls, _ops in (
+        (Bundle, dict(add=(_b_add, _b_radd), sub=(_b_sub, _b_rsub), mul=(_b_mul, _b_rmul),
+                      truediv=(_b_truediv, _b_rtruediv), pow=(_b_pow, _b_rpow), neg=_b_neg)),
+        (TapeCell, dict(add=(_t_add, _t_radd), sub=(_t_sub, _t_rsub), mul=(_t_mul, _t_rmul),
+                        truediv=(_t_truediv, _t_rtruediv), pow=(_t_pow, _t_rpow), neg=_t_neg))):
+    for _name in ('add', 'sub', 'mul', 'truediv', 'pow'):
+        setattr(_cls, f'__{_name}__', _ops[_name][0])
+        setattr(_cls, f'__r{_name}__', _ops[_name][1])
+    _cls.__neg__ = _ops['neg']
+    _cls.__pos__ = _pos
+    _cls.__abs__ = _abs
+    _cls.__mod__, _cls.__rmod__ = _mod_pair
+    _cls.__floordiv__ = _floordiv
+    _cls.__rfloordiv__ = _rfloordiv

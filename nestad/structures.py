@@ -1,0 +1,113 @@
+"""Structures of numbers: tuples, lists, dicts, namedtuples, dataclasses, and
+whatever a user registers.  Operators flatten an argument to its leaves, wrap or
+read each leaf, and rebuild the same structure.
+
+Register another container with::
+
+    nestad.register_structure(MyType,
+                              flatten=lambda obj: (children_list, aux),
+                              unflatten=lambda aux, children: MyType(...))
+
+``aux`` is anything needed to rebuild (it is not differentiated).
+"""
+import dataclasses
+
+_registry = {}
+
+
+def register_structure(cls, flatten, unflatten):
+    """Teach nestad to look inside instances of ``cls`` (exact type match)."""
+    _registry[cls] = (flatten, unflatten)
+
+
+def _namedtuple_unflatten(cls, children):
+    return cls(*children)
+
+
+def _dataclass_flatten(obj):
+    names = [f.name for f in dataclasses.fields(obj)]
+    return [getattr(obj, n) for n in names], names
+
+
+def _dataclass_unflatten(cls, names, children):
+    # Bypass __init__ (fields with init=False, frozen classes) and copy fields back.
+    obj = object.__new__(cls)
+    for n, v in zip(names, children):
+        object.__setattr__(obj, n, v)
+    return obj
+
+
+register_structure(tuple, lambda t: (list(t), None), lambda aux, ch: tuple(ch))
+register_structure(list, lambda l: (list(l), None), lambda aux, ch: list(ch))
+register_structure(dict, lambda d: (list(d.values()), list(d.keys())),
+                   lambda keys, ch: dict(zip(keys, ch)))
+
+
+def _node_kind(x):
+    """(flatten, unflatten, label) for a container, or None for a leaf."""
+    cls = type(x)
+    entry = _registry.get(cls)
+    if entry is not None:
+        return entry
+    if isinstance(x, tuple) and hasattr(cls, '_fields'):          # namedtuple
+        return (lambda t: (list(t), None), lambda aux, ch, _c=cls: _c(*ch))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (_dataclass_flatten, lambda names, ch, _c=cls: _dataclass_unflatten(_c, names, ch))
+    return None
+
+
+class TreeDef:
+    """How to rebuild a structure from its leaves (leaves in depth-first order)."""
+    __slots__ = ('unflatten', 'aux', 'children', 'n_leaves')
+
+    def __init__(self, unflatten, aux, children):
+        self.unflatten = unflatten
+        self.aux = aux
+        self.children = children
+        self.n_leaves = 1 if children is None else sum(c.n_leaves for c in children)
+
+    def build(self, leaves):
+        it = iter(leaves)
+        return self._build(it)
+
+    def _build(self, it):
+        if self.children is None:
+            return next(it)
+        return self.unflatten(self.aux, [c._build(it) for c in self.children])
+
+
+_LEAF = TreeDef(None, None, None)
+
+
+def _child_label(x, aux, i):
+    if isinstance(x, dict):
+        return f"[{aux[i]!r}]"
+    if dataclasses.is_dataclass(x):
+        return f".{aux[i]}"
+    if isinstance(x, tuple) and hasattr(type(x), '_fields'):
+        return f".{type(x)._fields[i]}"
+    return f"[{i}]"
+
+
+def flatten(tree, path="", leaves=None, paths=None):
+    """Leaves (depth-first), the TreeDef to rebuild, and each leaf's path for messages."""
+    if leaves is None:
+        leaves, paths = [], []
+    kind = _node_kind(tree)
+    if kind is None:
+        leaves.append(tree)
+        paths.append(path)
+        return leaves, _LEAF, paths
+    flat, unflat = kind
+    children, aux = flat(tree)
+    defs = []
+    for i, child in enumerate(children):
+        _, d, _ = flatten(child, path + _child_label(tree, aux, i), leaves, paths)
+        defs.append(d)
+    return leaves, TreeDef(unflat, aux, defs), paths
+
+
+def tree_map(fn, tree):
+    """Apply ``fn`` to every leaf, keeping the structure."""
+    leaves, treedef, _ = flatten(tree)
+    return treedef.build([fn(x) for x in leaves])

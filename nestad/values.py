@@ -1,0 +1,132 @@
+"""The two kinds of perturbed number.
+
+``Bundle(tag, primal, tangent)`` is a forward-mode number: primal + tangent*eps_tag.
+``TapeCell(tag, id, primal, partials)`` is a reverse-mode number: ``partials`` is a
+tuple of ``(input_cell, d_self/d_input)`` pairs read by the reverse phase.
+
+Invariant (what makes nesting correct): ``primal``, ``tangent`` and every partial
+hold plain numbers or perturbed values whose tag is strictly smaller than ``tag``.
+So the outermost tag of a value is always its own ``tag``, and a value whose tag
+is smaller than ``t`` carries no perturbation ``t`` at all (it is a constant for
+run ``t``).
+
+Arithmetic is installed on these classes by ``nestad.primitives``, next to each
+primitive's derivative rule.  Comparisons look at primal values and return plain
+bools, so ordinary control flow works on perturbed numbers.
+"""
+import itertools
+
+from . import perturbation
+from .errors import EscapedPerturbationError, PerturbedConversionError
+
+# Cell ids: unique, increasing in creation order (an input cell is always older
+# than the cells computed from it).  ``next`` on a count is atomic under the GIL.
+_cell_ids = itertools.count()
+next_id = _cell_ids.__next__
+
+
+class Perturbed:
+    """Common base of Bundle and TapeCell: conversions, comparisons, repr."""
+
+    __slots__ = ()
+    # Make numpy defer to us (``ndarray * bundle`` calls ``Bundle.__rmul__``)
+    # instead of silently building an object array.
+    __array_ufunc__ = None
+
+    def _refuse(self, what):
+        if not perturbation.is_live(self.tag):
+            raise EscapedPerturbationError(
+                f"{what} on a perturbed value whose derivative call has already returned: it "
+                "escaped through a side effect (a global, a list, an attribute). Return values "
+                "out of the function being differentiated instead.")
+        raise PerturbedConversionError(
+            f"{what} on a value that carries a perturbation would drop its derivative. "
+            "Use nestad's functions (nestad.sin, nestad.floor, ...) instead of math's, "
+            "and keep the value a nestad number; call nestad.primal_value(x) if you "
+            "really want the number without its derivative.")
+
+    def __float__(self):
+        self._refuse("float()")
+
+    def __int__(self):
+        self._refuse("int()")
+
+    def __index__(self):
+        self._refuse("using as an index (operator.index)")
+
+    def __complex__(self):
+        self._refuse("complex()")
+
+    def __round__(self, ndigits=None):
+        self._refuse("round()")
+
+    def __trunc__(self):
+        self._refuse("math.trunc()")
+
+    def __floor__(self):
+        self._refuse("math.floor() (use nestad.floor)")
+
+    def __ceil__(self):
+        self._refuse("math.ceil() (use nestad.ceil)")
+
+    # Comparisons: on primal values, plain bools.
+    def __lt__(self, other):
+        return primal_value(self) < primal_value(other)
+
+    def __le__(self, other):
+        return primal_value(self) <= primal_value(other)
+
+    def __gt__(self, other):
+        return primal_value(self) > primal_value(other)
+
+    def __ge__(self, other):
+        return primal_value(self) >= primal_value(other)
+
+    def __eq__(self, other):
+        return primal_value(self) == primal_value(other)
+
+    def __ne__(self, other):
+        return primal_value(self) != primal_value(other)
+
+    def __hash__(self):
+        return hash(primal_value(self))
+
+    def __bool__(self):
+        return bool(primal_value(self))
+
+
+class Bundle(Perturbed):
+    """Forward-mode number: ``primal + tangent * eps_tag``."""
+
+    __slots__ = ('tag', 'primal', 'tangent')
+
+    def __init__(self, tag, primal, tangent):
+        self.tag = tag
+        self.primal = primal
+        self.tangent = tangent
+
+    def __repr__(self):
+        return f"Bundle({self.tag // perturbation.STRIDE}, {self.primal!r}, {self.tangent!r})"
+
+
+class TapeCell(Perturbed):
+    """Reverse-mode number: a node of run ``tag``'s tape."""
+
+    __slots__ = ('tag', 'id', 'primal', 'partials', '__weakref__')
+
+    def __init__(self, tag, id, primal, partials):
+        self.tag = tag
+        self.id = id
+        self.primal = primal
+        self.partials = partials
+
+    def __repr__(self):
+        return (f"TapeCell({self.tag // perturbation.STRIDE}, id={self.id}, {self.primal!r}, "
+                f"<{len(self.partials)} inputs>)")
+
+
+def primal_value(x):
+    """The plain number underneath every perturbation of ``x``."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x
