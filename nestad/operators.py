@@ -12,6 +12,7 @@ from numbers import Real
 
 from . import perturbation
 from .errors import EscapedPerturbationError, InvalidInputError, NonScalarOutputError
+from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate
 from .structures import flatten
 from .values import Bundle, Perturbed, TapeCell, next_id
@@ -56,81 +57,14 @@ def _argnums(argnums, nargs, op):
     return nums, many
 
 
-# ---------------------------------------------------------------- reading one run's answer
-
-def tangent_of(tag, y, op="derivative"):
-    """The coefficient of perturbation ``tag`` in ``y``, leaf by leaf."""
-    leaves, treedef, paths = flatten(y)
-    return treedef.build([_tangent_leaf(tag, x, op, p) for x, p in zip(leaves, paths)])
-
-
-def primal_of(tag, y, op="derivative"):
-    """``y`` with perturbation ``tag`` removed, leaf by leaf."""
-    leaves, treedef, paths = flatten(y)
-    return treedef.build([_primal_leaf(tag, x, op, p) for x, p in zip(leaves, paths)])
-
-
-def _tangent_leaf(tag, x, op, path):
-    cls = x.__class__
-    if cls is Bundle:
-        if x.tag == tag:
-            return _result(x.tangent, op)
-        if x.tag < tag:
-            _check_live(x, op)
-            return 0.0
-        # A later run's value with ours inside it: read ours out from under it.
-        return Bundle(x.tag, _tangent_leaf(tag, x.primal, op, path),
-                      _tangent_leaf(tag, x.tangent, op, path))
-    if cls is TapeCell:
-        if x.tag < tag:
-            _check_live(x, op)
-            return 0.0
-        raise _unreadable(op, path)
-    if isinstance(x, Real):
-        return 0.0
-    raise _bad_output(op, x, path)
-
-
-def _primal_leaf(tag, x, op, path):
-    cls = x.__class__
-    if cls is Bundle or cls is TapeCell:
-        if x.tag == tag:
-            return _result(x.primal, op)
-        if x.tag < tag:
-            _check_live(x, op)
-            return x
-        if cls is Bundle:
-            return Bundle(x.tag, _primal_leaf(tag, x.primal, op, path),
-                          _primal_leaf(tag, x.tangent, op, path))
-        raise _unreadable(op, path)
-    if isinstance(x, Real):
-        return x
-    raise _bad_output(op, x, path)
-
-
-def _result(x, op):
-    if isinstance(x, Perturbed):
-        _check_live(x, op)
-    return x
-
-
-def _unreadable(op, path):
-    return EscapedPerturbationError(
-        f"{op}: output{path} is a reverse-mode value of a run newer than this one; a perturbed "
-        "value escaped into a later gradient_r call through a side effect.")
-
-
-def _bad_output(op, x, path):
-    return InvalidInputError(
-        f"{op}: output{path} is a {type(x).__name__} ({x!r:.60}); the function being "
-        "differentiated must return numbers or structures of numbers.")
-
-
 # ---------------------------------------------------------------- forward mode
 
 def derivative(f):
-    """``derivative(f)(x)``: df/dx at a real ``x`` by forward mode; ``f`` may return any
-    structure of numbers, and the result has that structure."""
+    """``derivative(f)(x)``: df/dx at a real ``x`` by forward mode.
+
+    ``f`` may return a number, a function, or any structure of them; the result has
+    the same shape, and a function in it computes the derivative of what ``f``'s
+    function computes (it may be applied any number of times, anywhere)."""
     @functools.wraps(f)
     def df(x):
         _check_number(x, "derivative", "the argument")
@@ -153,7 +87,7 @@ def jvp(f, primals, tangents):
                                 "of positional arguments, e.g. jvp(f, (x,), (v,))")
     p_leaves, p_def = _leaves_of(tuple(primals), op, "primals")
     t_leaves, t_def = _leaves_of(tuple(tangents), op, "tangents")
-    if len(p_leaves) != len(t_leaves) or _shape(p_def) != _shape(t_def):
+    if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
         raise InvalidInputError("jvp: tangents must have the same structure as primals")
     tag = perturbation.fresh()
     try:
@@ -163,11 +97,6 @@ def jvp(f, primals, tangents):
     finally:
         perturbation.retire(tag)
 
-
-def _shape(treedef):
-    if treedef.children is None:
-        return None
-    return (treedef.unflatten, repr(treedef.aux), tuple(_shape(c) for c in treedef.children))
 
 
 def directional_derivative(f, x, v):
@@ -192,7 +121,7 @@ def gradient_f(f, argnums=0):
                 seeded[j] = Bundle(tag, leaves[j], 1.0)
                 out = f(*_replace(args, nums, treedef.build(seeded)))
                 _check_scalar(out, op)
-                grads.append(_tangent_leaf(tag, out, op, ""))
+                grads.append(tangent_of(tag, out, op))
             finally:
                 perturbation.retire(tag)
         result = treedef.build(grads)
@@ -229,9 +158,9 @@ def _value_and_gradient(f, argnums, args, op):
         cells = [TapeCell(tag, next_id(), x, ()) for x in leaves]
         out = f(*_replace(args, nums, treedef.build(cells)))
         _check_scalar(out, op)
-        value = _primal_leaf(tag, out, op, "")
+        value = primal_of(tag, out, op)
         sens = backpropagate((out,), (1.0,), tag)
-        grads = [_result(sens.get(c.id, 0.0), op) for c in cells]
+        grads = [_checked(sens.get(c.id, 0.0), op) for c in cells]
     finally:
         perturbation.retire(tag)
     result = treedef.build(grads)
@@ -264,14 +193,14 @@ def vjp(f, *primals):
     try:
         cells = [TapeCell(tag, next_id(), x, ()) for x in leaves]
         out = f(*treedef.build(cells))
-        out_leaves, out_def, out_paths = flatten(out)
-        value = out_def.build([_primal_leaf(tag, y, op, p) for y, p in zip(out_leaves, out_paths)])
+        out_leaves, out_def, _ = flatten(out)
+        value = primal_of(tag, out, op)
     finally:
         perturbation.retire(tag)
 
     def pullback(cotangent):
         ct_leaves, ct_def = _leaves_of(cotangent, "vjp pullback", "cotangent")
-        if len(ct_leaves) != len(out_leaves) or _shape(ct_def) != _shape(out_def):
+        if len(ct_leaves) != len(out_leaves) or ct_def.signature() != out_def.signature():
             raise InvalidInputError("vjp pullback: the cotangent must have the structure of f's output")
         sens = backpropagate(out_leaves, ct_leaves, tag)
         return treedef.build([sens.get(c.id, 0.0) for c in cells])

@@ -1,44 +1,65 @@
 """Perturbation tags: one fresh tag per run of AD, totally ordered by creation.
 
 A tag is a plain ``int`` so that the comparison done on every lifted operation
-("which argument is outermost?") is a single machine-level int compare.  The
-counter is an ``itertools.count``, whose ``next`` is atomic under the GIL, so
-tags are unique and ordered across threads.
+("which argument is outermost?") is a single int compare.  The counter is an
+``itertools.count``, whose ``next`` is atomic under the GIL, so tags are unique
+and ordered across threads.
 
-Tags are spaced ``STRIDE`` apart.  A run of AD takes ``k * STRIDE``; the gap
-above it is reserved for tags that must sit *adjacent* to it in the order
-(renaming a perturbation when a derivative-valued function is applied, see
-``notes/functional-outputs.md``): a tag in the gap compares with every other
-run's tag exactly as its base does.
+Tags of runs are spaced ``STRIDE`` apart.  The gap above a run's tag holds the
+tags *adjacent* to it: ``adjacent(t)`` is larger than ``t`` and smaller than
+every later run's tag, so it compares with every other run exactly as ``t``
+does.  Applying a derivative-valued function renames its perturbation to such a
+tag (notes/functional-outputs.md explains why that keeps lifting correct).
 
-A tag is *live* while the call that created it is running.  A perturbed value
-found with a tag that is no longer live escaped its derivative call through a
-side effect; using it is an error, not a silently wrong number.
+A tag is *live* while some call that uses it is running: the derivative call
+that made it, or an application of a function it returned.  A perturbed value
+met with a tag that is not live escaped through a side effect; using it is an
+error, not a silently wrong number.
 """
 import itertools
+import threading
 
 STRIDE = 1 << 32
 
 _counter = itertools.count(1)
-_live = set()
+_lock = threading.Lock()
+_live = {}                      # tag -> number of running calls that use it
+_adjacent = {}                  # run tag -> counter of its adjacent tags
 
 
 def fresh():
-    """A new tag, larger than every tag made before it, marked live."""
+    """A new run's tag, larger than every tag made before it, marked live."""
     tag = next(_counter) * STRIDE
-    _live.add(tag)
+    with _lock:
+        _live[tag] = 1
     return tag
 
 
+def adjacent(tag):
+    """A new tag in the gap above ``tag``'s run, marked live."""
+    base = tag - tag % STRIDE
+    with _lock:
+        count = _adjacent.setdefault(base, itertools.count(1))
+        new = base + next(count)
+        _live[new] = 1
+    return new
+
+
+def revive(tag):
+    """A call that uses ``tag`` starts (a derivative-valued function is applied)."""
+    with _lock:
+        _live[tag] = _live.get(tag, 0) + 1
+
+
 def retire(tag):
-    """The call that owns ``tag`` has returned."""
-    _live.discard(tag)
+    """A call that used ``tag`` has returned."""
+    with _lock:
+        n = _live.get(tag, 0) - 1
+        if n > 0:
+            _live[tag] = n
+        else:
+            _live.pop(tag, None)
 
 
 def is_live(tag):
     return tag in _live
-
-
-def base_of(tag):
-    """The run a (possibly renamed, adjacent) tag belongs to."""
-    return tag - tag % STRIDE

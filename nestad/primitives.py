@@ -151,9 +151,23 @@ def _pow_plain(x, y):
     return _nan if out.__class__ is complex else out
 
 
+def _dpow_dbase(x, y):
+    """y x^(y-1), and exactly 0 for a constant exponent 0 (x^0 is constant even at x = 0,
+    where the formula would give 0 * inf)."""
+    if (y.__class__ is _float or y.__class__ is _int) and y == 0:
+        return 0.0
+    return y * pow(x, y - 1)
+
+
+def _dpow_dexponent(x, out):
+    """log(x) x^y, taken as 0 at x == 0 where 0^y is locally constant (0 for y > 0;
+    the formula would give -inf * 0)."""
+    return 0.0 if primal_value(x) == 0 else log(x) * out
+
+
 pow, POW = binary('pow', _pow_plain,
-                  lambda x, y, out: y * pow(x, y - 1.0),
-                  lambda x, y, out: log(x) * out)
+                  lambda x, y, out: _dpow_dbase(x, y),
+                  lambda x, y, out: _dpow_dexponent(x, out))
 
 
 def _atan2_plain(y, x):
@@ -320,7 +334,7 @@ def _b_pow(self, other):
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal
-        return Bundle(self.tag, pow(x, other), other * pow(x, other - 1) * self.tangent)
+        return Bundle(self.tag, pow(x, other), _dpow_dbase(x, other) * self.tangent)
     return lift2(POW, self, other)
 
 
@@ -408,7 +422,7 @@ def _t_pow(self, other):
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal
-        return TapeCell(self.tag, next_id(), pow(x, other), ((self, other * pow(x, other - 1)),))
+        return TapeCell(self.tag, next_id(), pow(x, other), ((self, _dpow_dbase(x, other)),))
     return lift2(POW, self, other)
 
 

@@ -17,9 +17,13 @@ differentiate this phase too.
 from .values import TapeCell
 
 
-def topological_order(roots, tag):
-    """Cells of run ``tag`` reachable from ``roots``, inputs before outputs."""
-    visited = set()
+def topological_order(roots, tag, visited=None):
+    """Cells of run ``tag`` reachable from ``roots``, inputs before outputs.
+
+    Cells whose id is already in ``visited`` (which is updated) are not entered.
+    """
+    if visited is None:
+        visited = set()
     order = []
     for root in roots:
         if root.__class__ is not TapeCell or root.tag != tag or root.id in visited:

@@ -66,6 +66,13 @@ class TreeDef:
         self.children = children
         self.n_leaves = 1 if children is None else sum(c.n_leaves for c in children)
 
+    def signature(self):
+        """A comparable description of the structure (two trees with equal signatures
+        have the same containers, keys and leaf positions)."""
+        if self.children is None:
+            return None
+        return (self.unflatten, repr(self.aux), tuple(c.signature() for c in self.children))
+
     def build(self, leaves):
         it = iter(leaves)
         return self._build(it)

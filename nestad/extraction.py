@@ -1,0 +1,250 @@
+"""Reading one run's perturbation out of a value, and renaming perturbations.
+
+``tangent_of(tag, y)`` / ``primal_of(tag, y)`` take the coefficient of eps_tag /
+the part free of it, leaf by leaf through structures.  A leaf may hold ``tag``
+below later runs' layers; those layers are kept:
+
+* a later Bundle ``p + d eps_u`` gives ``T(p) + T(d) eps_u`` (T is linear);
+* a later run's TapeCell cannot be read that way: the tangent along ``tag`` is
+  not a multiple of the cell (it is not linear over that run's scalars), so the
+  part of that run's tape which carries ``tag`` is *split*: each cell
+  ``c = c0 + c1 eps`` becomes two cells with partials from the chain rule
+  ``dc0 = sum d0 dx0``, ``dc1 = sum (d0 dx1 + d1 dx0)`` (see ``_split``).  Cells
+  that do not carry ``tag`` are kept as they are, so the later run still finds
+  its input cells by id.
+
+A function-valued leaf becomes a function that does the extraction when it is
+applied, renaming ``tag`` to a fresh adjacent tag on the way in and back on the
+way out, so that perturbations of the caller are never confused with the ones
+captured inside the function (notes/functional-outputs.md).
+"""
+from numbers import Real
+
+from . import perturbation
+from .errors import EscapedPerturbationError, InvalidInputError, NestadError
+from .reverse import topological_order
+from .structures import flatten
+from .values import Bundle, Perturbed, TapeCell, next_id
+
+TANGENT, PRIMAL = True, False
+
+
+def tangent_of(tag, y, op="derivative"):
+    """The coefficient of perturbation ``tag`` in ``y``."""
+    return _extract(tag, y, TANGENT, op)
+
+
+def primal_of(tag, y, op="derivative"):
+    """``y`` with perturbation ``tag`` set to zero."""
+    return _extract(tag, y, PRIMAL, op)
+
+
+def _extract(tag, y, part, op):
+    if y.__class__ is Bundle and y.tag == tag:      # the common case: a scalar output
+        return _checked(y.tangent if part else y.primal, op)
+    leaves, treedef, paths = flatten(y)
+    memo = _Memo()
+    out = []
+    for x, path in zip(leaves, paths):
+        if not isinstance(x, (Perturbed, Real)) and not callable(x):
+            raise InvalidInputError(
+                f"{op}: output{path} is a {type(x).__name__} ({x!r:.60}); a differentiated "
+                "function must return numbers, functions, or structures of them.")
+        out.append(_checked(_part(tag, x, part, memo), op))
+    return treedef.build(out)
+
+
+def _checked(x, op):
+    if isinstance(x, Perturbed) and not perturbation.is_live(x.tag):
+        raise EscapedPerturbationError(
+            f"{op}: met a perturbed value whose derivative call has already returned; it "
+            "escaped through a side effect (a global, a list, an attribute) and its derivative "
+            "can no longer be read correctly. Return such values from the differentiated "
+            "function instead.")
+    return x
+
+
+def _is_zero(x):
+    return (x.__class__ is float or x.__class__ is int) and x == 0
+
+
+class _Memo:
+    """Per-extraction memo of split tape cells: id -> (c0, c1), plus visited ids."""
+    __slots__ = ('pairs', 'seen')
+
+    def __init__(self):
+        self.pairs = {}
+        self.seen = set()
+
+
+def _part(tag, x, part, memo):
+    cls = x.__class__
+    if cls is Bundle or cls is TapeCell:
+        t = x.tag
+        if t == tag:
+            return x.tangent if part else x.primal
+        if t < tag:                       # carries no eps_tag (ordering invariant)
+            return 0.0 if part else x
+        if cls is TapeCell:
+            return _split(tag, x, memo)[part]
+        p = _part(tag, x.primal, part, memo)
+        d = _part(tag, x.tangent, part, memo)
+        if part:
+            return 0.0 if _is_zero(p) and _is_zero(d) else Bundle(t, p, d)
+        return x if p is x.primal and d is x.tangent else Bundle(t, p, d)
+    if isinstance(x, Real):
+        return 0.0 if part else x
+    if callable(x):
+        return ExtractedFunction(tag, x, part)
+    raise InvalidInputError(f"cannot read a perturbation out of a {type(x).__name__}")
+
+
+def _split(tag, root, memo):
+    """(c0, c1) with root == c0 + c1 eps_tag, for a cell of a run later than ``tag``."""
+    pairs = memo.pairs
+    if root.id in pairs:
+        return pairs[root.id]
+    for cell in topological_order((root,), root.tag, memo.seen):     # inputs first
+        p = cell.primal
+        p0, p1 = _part(tag, p, PRIMAL, memo), _part(tag, p, TANGENT, memo)
+        if not cell.partials:
+            if not _is_zero(p1):
+                raise NestadError(
+                    "an input of a gradient_r call carries the perturbation of a "
+                    "derivative-valued function that is being applied inside that call; "
+                    "nestad cannot split that input. Apply the function outside the "
+                    "gradient_r call, or use forward mode for the outer derivative.")
+            pairs[cell.id] = (cell, 0.0)
+            continue
+        changed = p0 is not p or not _is_zero(p1)
+        parts = []
+        for inp, d in cell.partials:
+            i0, i1 = pairs[inp.id]
+            d0, d1 = _part(tag, d, PRIMAL, memo), _part(tag, d, TANGENT, memo)
+            changed = changed or i0 is not inp or i1.__class__ is TapeCell or d0 is not d \
+                or not _is_zero(d1)
+            parts.append((i0, i1, d0, d1))
+        if not changed:
+            pairs[cell.id] = (cell, 0.0)
+            continue
+        partials0 = tuple((i0, d0) for i0, _, d0, _ in parts)
+        partials1 = tuple([(i1, d0) for _, i1, d0, _ in parts if i1.__class__ is TapeCell]
+                          + [(i0, d1) for i0, _, _, d1 in parts if not _is_zero(d1)])
+        c0 = TapeCell(cell.tag, next_id(), p0, partials0)
+        c1 = TapeCell(cell.tag, next_id(), p1, partials1) if partials1 else p1
+        pairs[cell.id] = (c0, c1)
+    return pairs[root.id]
+
+
+class ExtractedFunction:
+    """The tangent (or primal) along ``tag`` of a function-valued result.
+
+    Applying it renames ``tag`` in the arguments to a fresh adjacent tag, applies the
+    function, extracts ``tag`` from the result, and renames the fresh tag back.
+    """
+    __slots__ = ('tag', 'fn', 'part', '__weakref__')
+
+    def __init__(self, tag, fn, part):
+        self.tag, self.fn, self.part = tag, fn, part
+
+    def __call__(self, *args, **kwargs):
+        tag = self.tag
+        perturbation.revive(tag)
+        new = perturbation.adjacent(tag)
+        try:
+            args, kwargs = rename(tag, new, (args, kwargs))
+            out = _extract(tag, self.fn(*args, **kwargs), self.part, "derivative")
+            return rename(tag, new, out)
+        finally:
+            perturbation.retire(new)
+            perturbation.retire(tag)
+
+    def __repr__(self):
+        return f"<{'tangent' if self.part else 'primal'} of {self.fn!r}>"
+
+
+class RenamedFunction:
+    """``f`` conjugated by the swap of tags ``a`` and ``b`` (a swap is its own inverse)."""
+    __slots__ = ('a', 'b', 'fn', '__weakref__')
+
+    def __init__(self, a, b, fn):
+        self.a, self.b, self.fn = a, b, fn
+
+    def __call__(self, *args, **kwargs):
+        a, b = self.a, self.b
+        perturbation.revive(a)
+        perturbation.revive(b)
+        try:
+            args, kwargs = rename(a, b, (args, kwargs))
+            return rename(a, b, self.fn(*args, **kwargs))
+        finally:
+            perturbation.retire(b)
+            perturbation.retire(a)
+
+    def __repr__(self):
+        return repr(self.fn)
+
+
+def rename(a, b, y):
+    """Swap perturbations ``a`` < ``b`` (adjacent tags of one run) throughout ``y``."""
+    leaves, treedef, _ = flatten(y)
+    memo = {}
+    new = [_rename(a, b, x, memo) for x in leaves]
+    if all(n is x for n, x in zip(new, leaves)):
+        return y
+    return treedef.build(new)
+
+
+def _rename(a, b, x, memo):
+    cls = x.__class__
+    if cls is Bundle:
+        t = x.tag
+        if t < a:
+            return x
+        p, d = _rename(a, b, x.primal, memo), _rename(a, b, x.tangent, memo)
+        if t == a or t == b:
+            return _bundle(b if t == a else a, p, d)
+        return x if p is x.primal and d is x.tangent else _bundle(t, p, d)
+    if cls is TapeCell:
+        return x if x.tag < a else _rename_cell(a, b, x, memo)
+    if callable(x) and not isinstance(x, Real):
+        return RenamedFunction(a, b, x)
+    return x
+
+
+def _bundle(t, p, d):
+    """The value p + d eps_t, nested so that the outermost tag is the largest.
+
+    After a swap, a tag adjacent to ``t`` may sit inside it; only such forward tags
+    can, so re-nesting is a transposition of Bundle layers, with no arithmetic.
+    """
+    tp = p.tag if isinstance(p, Perturbed) else -1
+    td = d.tag if isinstance(d, Perturbed) else -1
+    u = tp if tp > td else td
+    if u < t:
+        return Bundle(t, p, d)
+    p0, p1 = (p.primal, p.tangent) if tp == u else (p, 0.0)
+    d0, d1 = (d.primal, d.tangent) if td == u else (d, 0.0)
+    return Bundle(u, _bundle(t, p0, d0), _bundle(t, p1, d1))
+
+
+def _rename_cell(a, b, root, memo):
+    """A copy of the part of ``root``'s tape that carries ``a`` or ``b``, swapped."""
+    if root.id in memo:
+        return memo[root.id]
+    seen = set(memo)
+    for cell in topological_order((root,), root.tag, seen):
+        p = _rename(a, b, cell.primal, memo)
+        if not cell.partials:
+            if p is not cell.primal:
+                raise NestadError(
+                    "an input of a gradient_r call carries the perturbation of a "
+                    "derivative-valued function that is being applied inside that call; "
+                    "nestad cannot rename it. Apply the function outside the gradient_r call.")
+            memo[cell.id] = cell
+            continue
+        partials = tuple((memo[inp.id], _rename(a, b, d, memo)) for inp, d in cell.partials)
+        same = p is cell.primal and all(n[0] is o[0] and n[1] is o[1]
+                                        for n, o in zip(partials, cell.partials))
+        memo[cell.id] = cell if same else TapeCell(cell.tag, next_id(), p, partials)
+    return memo[root.id]
