@@ -1,0 +1,65 @@
+"""A short tour of nestad: every line prints a derivative computed right now,
+next to the value it must have."""
+import math
+
+import nestad as nd
+from nestad import derivative, gradient_r
+
+
+def show(label, got, want):
+    ok = "ok" if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12) else "WRONG"
+    print(f"  {label:<58} {got:>22.15g}   (expect {want:.15g}) {ok}")
+
+
+print("1. Forward and reverse mode")
+show("derivative(sin)(1.0)", derivative(nd.sin)(1.0), math.cos(1.0))
+g = gradient_r(lambda v: v[0] * v[1] + nd.exp(v[2]))([2.0, 3.0, 0.5])
+show("gradient_r(x*y + exp(z))[2] at (2,3,0.5)", g[2], math.exp(0.5))
+
+print("2. Nesting in every pairing, no perturbation confusion")
+for name, outer in (("derivative", derivative), ("gradient_r", gradient_r)):
+    for iname, inner in (("derivative", derivative), ("gradient_r", gradient_r)):
+        val = outer(lambda x: x * inner(lambda y: x + y)(1.0))(1.0)
+        show(f"{name} o {iname}: d/dx [x * d/dy (x+y)] at 1", val, 1.0)
+show("DVL: d/dy [d/dx x*(x*y) at x=3y] at y=5", derivative(
+    lambda y: derivative(lambda x: x * (x * y))(y * 3))(5), 60.0)
+
+print("3. Higher derivatives and Hessians")
+f = nd.exp
+for _ in range(8):
+    f = derivative(f)
+show("8th derivative of exp at 1", f(1.0), math.e)
+H = nd.hessian(lambda v: v[0] ** 2 * v[1] + nd.sin(v[1]))([1.0, 2.0])
+show("hessian(x^2 y + sin y)[1][1] at (1,2)", H[1][1], -math.sin(2.0))
+
+print("4. Derivatives of functions that return functions (the 'amazing bug')")
+fh = derivative(lambda x: lambda g: lambda y: g(x + y))(3.0)
+show("fh(exp)(1)", fh(nd.exp)(1.0), math.exp(4))
+show("fh(fh(exp))(1)   (a naive implementation gives 0)", fh(fh(nd.exp))(1.0), math.exp(7))
+show("gradient_r of fh(fh(exp)) at 1", gradient_r(lambda y: fh(fh(nd.exp))(y))(1.0), math.exp(7))
+
+print("5. Optimisation inside optimisation: d/da of argmin_x (x - a)^2 + x^4")
+
+
+def argmin(a):
+    x = 0.0
+    for _ in range(50):                       # Newton's method, with derivatives inside
+        dfx = derivative(lambda t: (t - a) ** 2 + t ** 4)
+        x = x - dfx(x) / derivative(dfx)(x)
+    return x
+
+
+a = 1.0
+x_star = nd.primal_value(argmin(a))
+# implicit function theorem: dx*/da = 2 / (2 + 12 x*^2)
+show("d argmin / da at a=1 (through the solver)", derivative(argmin)(a), 2 / (2 + 12 * x_star ** 2))
+
+print("6. Bad input is refused, not silently wrong")
+try:
+    gradient_r(lambda v: [v[0], v[1]])([1.0, 2.0])
+except nd.NonScalarOutputError as e:
+    print("  NonScalarOutputError:", str(e)[:90], "...")
+try:
+    derivative(lambda x: math.sin(x))(1.0)
+except nd.PerturbedConversionError as e:
+    print("  PerturbedConversionError:", str(e)[:90], "...")
