@@ -16,6 +16,7 @@ from .primitives import abs_ as abs  # noqa: A001  (nestad.abs mirrors numpy's n
 from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, primal_value
+from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
 
 __version__ = "0.1.0"
 

@@ -20,11 +20,14 @@ captured inside the function (notes/functional-outputs.md).
 """
 from numbers import Real
 
+import numpy as np
+
 from . import perturbation
+from .arrays import VJP, make_bundle, make_cell
 from .errors import EscapedPerturbationError, InvalidInputError, NestadError
 from .reverse import topological_order
 from .structures import flatten
-from .values import Bundle, Perturbed, TapeCell, next_id
+from .values import Bundle, Perturbed, TapeCell
 
 TANGENT, PRIMAL = True, False
 
@@ -40,13 +43,13 @@ def primal_of(tag, y, op="derivative"):
 
 
 def _extract(tag, y, part, op):
-    if y.__class__ is Bundle and y.tag == tag:      # the common case: a scalar output
+    if isinstance(y, Bundle) and y.tag == tag:      # the common case: one number or array
         return _checked(y.tangent if part else y.primal, op)
     leaves, treedef, paths = flatten(y)
     memo = _Memo()
     out = []
     for x, path in zip(leaves, paths):
-        if not isinstance(x, (Perturbed, Real)) and not callable(x):
+        if not isinstance(x, (Perturbed, Real, np.ndarray)) and not callable(x):
             raise InvalidInputError(
                 f"{op}: output{path} is a {type(x).__name__} ({x!r:.60}); a differentiated "
                 "function must return numbers, functions, or structures of them.")
@@ -78,22 +81,23 @@ class _Memo:
 
 
 def _part(tag, x, part, memo):
-    cls = x.__class__
-    if cls is Bundle or cls is TapeCell:
+    if isinstance(x, Perturbed):
         t = x.tag
         if t == tag:
             return x.tangent if part else x.primal
         if t < tag:                       # carries no eps_tag (ordering invariant)
             return 0.0 if part else x
-        if cls is TapeCell:
+        if isinstance(x, TapeCell):
             return _split(tag, x, memo)[part]
         p = _part(tag, x.primal, part, memo)
         d = _part(tag, x.tangent, part, memo)
         if part:
-            return 0.0 if _is_zero(p) and _is_zero(d) else Bundle(t, p, d)
-        return x if p is x.primal and d is x.tangent else Bundle(t, p, d)
+            return 0.0 if _is_zero(p) and _is_zero(d) else make_bundle(t, p, d)
+        return x if p is x.primal and d is x.tangent else make_bundle(t, p, d)
     if isinstance(x, Real):
         return 0.0 if part else x
+    if isinstance(x, np.ndarray):
+        return np.zeros(x.shape) if part else x
     if callable(x):
         return ExtractedFunction(tag, x, part)
     raise InvalidInputError(f"cannot read a perturbation out of a {type(x).__name__}")
@@ -120,18 +124,23 @@ def _split(tag, root, memo):
         parts = []
         for inp, d in cell.partials:
             i0, i1 = pairs[inp.id]
+            if isinstance(d, VJP):
+                raise NestadError(
+                    "a derivative-valued function was applied inside a gradient_r call to "
+                    "array operations; reading its perturbation out of an array tape is not "
+                    "supported. Apply it outside the gradient_r call, or use forward mode.")
             d0, d1 = _part(tag, d, PRIMAL, memo), _part(tag, d, TANGENT, memo)
-            changed = changed or i0 is not inp or i1.__class__ is TapeCell or d0 is not d \
+            changed = changed or i0 is not inp or isinstance(i1, TapeCell) or d0 is not d \
                 or not _is_zero(d1)
             parts.append((i0, i1, d0, d1))
         if not changed:
             pairs[cell.id] = (cell, 0.0)
             continue
         partials0 = tuple((i0, d0) for i0, _, d0, _ in parts)
-        partials1 = tuple([(i1, d0) for _, i1, d0, _ in parts if i1.__class__ is TapeCell]
+        partials1 = tuple([(i1, d0) for _, i1, d0, _ in parts if isinstance(i1, TapeCell)]
                           + [(i0, d1) for i0, _, _, d1 in parts if not _is_zero(d1)])
-        c0 = TapeCell(cell.tag, next_id(), p0, partials0)
-        c1 = TapeCell(cell.tag, next_id(), p1, partials1) if partials1 else p1
+        c0 = make_cell(cell.tag, p0, partials0)
+        c1 = make_cell(cell.tag, p1, partials1) if partials1 else p1
         pairs[cell.id] = (c0, c1)
     return pairs[root.id]
 
@@ -196,8 +205,7 @@ def rename(a, b, y):
 
 
 def _rename(a, b, x, memo):
-    cls = x.__class__
-    if cls is Bundle:
+    if isinstance(x, Bundle):
         t = x.tag
         if t < a:
             return x
@@ -205,8 +213,14 @@ def _rename(a, b, x, memo):
         if t == a or t == b:
             return _bundle(b if t == a else a, p, d)
         return x if p is x.primal and d is x.tangent else _bundle(t, p, d)
-    if cls is TapeCell:
+    if isinstance(x, TapeCell):
         return x if x.tag < a else _rename_cell(a, b, x, memo)
+    if isinstance(x, VJP):
+        primals = tuple(_rename(a, b, p, memo) for p in x.primals)
+        out = _rename(a, b, x.out, memo)
+        if out is x.out and all(n is o for n, o in zip(primals, x.primals)):
+            return x
+        return VJP(x.rule, primals, out, x.params)
     if callable(x) and not isinstance(x, Real):
         return RenamedFunction(a, b, x)
     return x
@@ -222,10 +236,10 @@ def _bundle(t, p, d):
     td = d.tag if isinstance(d, Perturbed) else -1
     u = tp if tp > td else td
     if u < t:
-        return Bundle(t, p, d)
+        return make_bundle(t, p, d)
     p0, p1 = (p.primal, p.tangent) if tp == u else (p, 0.0)
     d0, d1 = (d.primal, d.tangent) if td == u else (d, 0.0)
-    return Bundle(u, _bundle(t, p0, d0), _bundle(t, p1, d1))
+    return make_bundle(u, _bundle(t, p0, d0), _bundle(t, p1, d1))
 
 
 def _rename_cell(a, b, root, memo):
@@ -246,5 +260,5 @@ def _rename_cell(a, b, root, memo):
         partials = tuple((memo[inp.id], _rename(a, b, d, memo)) for inp, d in cell.partials)
         same = p is cell.primal and all(n[0] is o[0] and n[1] is o[1]
                                         for n, o in zip(partials, cell.partials))
-        memo[cell.id] = cell if same else TapeCell(cell.tag, next_id(), p, partials)
+        memo[cell.id] = cell if same else make_cell(cell.tag, p, partials)
     return memo[root.id]

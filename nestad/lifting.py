@@ -19,8 +19,23 @@ Bundle and TapeCell in ``primitives.py`` next to their rules.
 """
 from numbers import Real
 
+import numpy as np
+
+from .arrays import ArrayBundle, ArrayTapeCell
 from .errors import InvalidInputError
 from .values import Bundle, Perturbed, TapeCell, next_id
+
+# Scalar primitive name -> the nestad.numpy primitive used when an argument is an array
+# (filled in by nestad.numpy).  Arrays need broadcasting-aware reverse rules.
+ARRAY_ROUTES = {}
+_ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell)
+
+
+def _array_route(prim, args):
+    route = ARRAY_ROUTES.get(prim.name)
+    if route is None:
+        raise InvalidInputError(f"nestad.{prim.name} has no array version; use nestad.numpy")
+    return route(*args)
 
 
 class Primitive:
@@ -56,10 +71,14 @@ def lift1(prim, x):
         return TapeCell(x.tag, next_id(), out, ((x, prim.partials[0](p, out)),))
     if isinstance(x, Real):
         return prim.plain(x)
+    if isinstance(x, _ARRAY_CLASSES):
+        return _array_route(prim, (x,))
     raise not_a_number(prim.name, x)
 
 
 def lift2(prim, x, y):
+    if x.__class__ in _ARRAY_CLASSES or y.__class__ in _ARRAY_CLASSES:
+        return _array_route(prim, (x, y))
     if isinstance(x, Perturbed):
         tx = x.tag
     elif isinstance(x, Real):

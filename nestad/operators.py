@@ -6,38 +6,37 @@ Bundles or TapeCells of that tag, runs the user's function, and reads the answer
 for that tag only.  Values of enclosing runs pass through untouched (they are
 constants here and keep their own perturbations), which is why all operators nest
 inside each other in any order and to any depth.
+
+Inputs and outputs are numbers, ndarrays, or structures of them.  ``jacobian_f``
+(and so ``hessian``) and ``gradient_f`` push every basis direction through one
+forward pass at once: the tangents carry a leading batch axis.
 """
 import functools
 from numbers import Real
 
+import numpy as np
+
 from . import perturbation
-from .errors import EscapedPerturbationError, InvalidInputError, NonScalarOutputError
+from .arrays import make_bundle, make_cell
+from .errors import InvalidInputError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate
 from .structures import flatten
-from .values import Bundle, Perturbed, TapeCell, next_id
+from .values import Bundle, Perturbed, primal_value
 
 
 # ---------------------------------------------------------------- checking values
 
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
-        _check_live(x, op)
-        return x
-    if isinstance(x, Real):
+        return _checked(x, op)
+    if isinstance(x, Real) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
         return x
     raise InvalidInputError(
-        f"{op}: {what} is a {type(x).__name__} ({x!r:.60}), not a real number. nestad "
-        "differentiates with respect to numbers, and to tuples, lists, dicts, namedtuples and "
-        "dataclasses of numbers; register other containers with nestad.register_structure.")
-
-
-def _check_live(x, op):
-    if not perturbation.is_live(x.tag):
-        raise EscapedPerturbationError(
-            f"{op}: met a perturbed value whose derivative call has already returned; it escaped "
-            "through a side effect (a global, a list, an attribute) and its derivative can no "
-            "longer be read correctly. Return such values from the differentiated function instead.")
+        f"{op}: {what} is a {type(x).__name__} ({x!r:.60}), not a real number or array. "
+        "nestad differentiates with respect to numbers, ndarrays of real numbers, and tuples, "
+        "lists, dicts, namedtuples and dataclasses of them; register other containers with "
+        "nestad.register_structure.")
 
 
 def _leaves_of(tree, op, name):
@@ -57,17 +56,32 @@ def _argnums(argnums, nargs, op):
     return nums, many
 
 
+def _replace(args, nums, chosen):
+    args = list(args)
+    for i, v in zip(nums, chosen):
+        args[i] = v
+    return args
+
+
+def _zero_like(x):
+    """The sensitivity of an input nothing depended on."""
+    return np.zeros(np.shape(primal_value(x))) if np.ndim(primal_value(x)) else 0.0
+
+
 # ---------------------------------------------------------------- forward mode
 
 def derivative(f):
     """``derivative(f)(x)``: df/dx at a real ``x`` by forward mode.
 
-    ``f`` may return a number, a function, or any structure of them; the result has
-    the same shape, and a function in it computes the derivative of what ``f``'s
-    function computes (it may be applied any number of times, anywhere)."""
+    ``f`` may return a number, an array, a function, or any structure of them; the
+    result has the same shape, and a function in it computes the derivative of what
+    ``f``'s function computes (it may be applied any number of times, anywhere)."""
     @functools.wraps(f)
     def df(x):
         _check_number(x, "derivative", "the argument")
+        if np.ndim(primal_value(x)) != 0:
+            raise InvalidInputError("derivative(f)(x) takes a real number; for an array x use "
+                                    "jvp, directional_derivative or jacobian_f")
         tag = perturbation.fresh()
         try:
             return tangent_of(tag, f(Bundle(tag, x, 1.0)), "derivative")
@@ -89,14 +103,22 @@ def jvp(f, primals, tangents):
     t_leaves, t_def = _leaves_of(tuple(tangents), op, "tangents")
     if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
         raise InvalidInputError("jvp: tangents must have the same structure as primals")
+    for p, t in zip(p_leaves, t_leaves):
+        if np.shape(primal_value(p)) != np.shape(primal_value(t)):
+            raise InvalidInputError(f"jvp: a tangent of shape {np.shape(primal_value(t))} was given "
+                                    f"for a primal of shape {np.shape(primal_value(p))}")
+    return _push(f, p_leaves, p_def, t_leaves, op)
+
+
+def _push(f, leaves, treedef, tangents, op):
+    """One forward pass: leaves perturbed by ``tangents``; (primal out, tangent out)."""
     tag = perturbation.fresh()
     try:
-        args = p_def.build([Bundle(tag, p, t) for p, t in zip(p_leaves, t_leaves)])
+        args = treedef.build([make_bundle(tag, p, t) for p, t in zip(leaves, tangents)])
         out = f(*args)
         return primal_of(tag, out, op), tangent_of(tag, out, op)
     finally:
         perturbation.retire(tag)
-
 
 
 def directional_derivative(f, x, v):
@@ -104,44 +126,67 @@ def directional_derivative(f, x, v):
     return jvp(f, (x,), (v,))[1]
 
 
+def _basis(leaves):
+    """Tangents for all n input directions at once: leaf j gets shape (n,) + shape_j."""
+    shapes = [np.shape(primal_value(x)) for x in leaves]
+    sizes = [int(np.prod(s)) for s in shapes]
+    n = sum(sizes)
+    eye = np.eye(n)
+    tangents, start = [], 0
+    for s, k in zip(shapes, sizes):
+        tangents.append(eye[:, start:start + k].reshape((n,) + s))
+        start += k
+    return tangents, shapes, sizes, n
+
+
+def _columns(t, n, out_shape):
+    """A batched output tangent as an (n,) + out_shape array (0.0 means independent)."""
+    if isinstance(t, Perturbed) or np.shape(t) == (n,) + out_shape:
+        return t
+    return np.broadcast_to(t, (n,) + out_shape) if np.ndim(t) == 0 else t
+
+
 def gradient_f(f, argnums=0):
-    """The gradient of a real-valued ``f`` by forward mode: one pass per input leaf."""
+    """The gradient of a real-valued ``f`` by forward mode, in one batched pass."""
     op = "gradient_f"
 
     @functools.wraps(f)
     def grad_f(*args):
         nums, many = _argnums(argnums, len(args), op)
-        chosen = tuple(args[i] for i in nums)
-        leaves, treedef = _leaves_of(chosen, op, "argument")
-        grads = []
-        for j in range(len(leaves)):
-            tag = perturbation.fresh()
-            try:
-                seeded = list(leaves)
-                seeded[j] = Bundle(tag, leaves[j], 1.0)
-                out = f(*_replace(args, nums, treedef.build(seeded)))
-                _check_scalar(out, op)
-                grads.append(tangent_of(tag, out, op))
-            finally:
-                perturbation.retire(tag)
+        leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
+        tangents, shapes, sizes, n = _basis(leaves)
+
+        def g(*chosen):
+            out = f(*_replace(args, nums, chosen))
+            _check_scalar(out, op)
+            return out
+        _, t = _push(g, leaves, treedef, tangents, op)
+        t = _columns(t, n, ())
+        grads, start = [], 0
+        for s, k in zip(shapes, sizes):
+            block = _reshape(t[start:start + k], s)
+            grads.append(block)
+            start += k
         result = treedef.build(grads)
         return result if many else result[0]
     return grad_f
 
 
-def _replace(args, nums, chosen):
-    args = list(args)
-    for i, v in zip(nums, chosen):
-        args[i] = v
-    return args
+def _reshape(x, shape):
+    """Reshape a (possibly perturbed) block; a 0-d block becomes a scalar."""
+    if isinstance(x, Perturbed):
+        from . import numpy as anp
+        return anp.reshape(x, shape) if shape else anp.reshape(x, ())
+    x = np.reshape(x, shape)
+    return x[()] if shape == () else x
 
 
 # ---------------------------------------------------------------- reverse mode
 
 def _check_scalar(out, op):
-    if isinstance(out, Perturbed) or isinstance(out, Real):
+    if (isinstance(out, Perturbed) or isinstance(out, Real)) and np.ndim(primal_value(out)) == 0:
         return
-    shape = getattr(out, 'shape', None)
+    shape = getattr(primal_value(out), 'shape', None)
     described = f"{type(out).__name__}" + (f" of shape {shape}" if shape is not None else "")
     raise NonScalarOutputError(
         f"{op} needs a function that returns a real scalar, but it returned a {described}. "
@@ -151,16 +196,16 @@ def _check_scalar(out, op):
 
 def _value_and_gradient(f, argnums, args, op):
     nums, many = _argnums(argnums, len(args), op)
-    chosen = tuple(args[i] for i in nums)
-    leaves, treedef = _leaves_of(chosen, op, "argument")
+    leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
-        cells = [TapeCell(tag, next_id(), x, ()) for x in leaves]
+        cells = [make_cell(tag, x, ()) for x in leaves]
         out = f(*_replace(args, nums, treedef.build(cells)))
         _check_scalar(out, op)
         value = primal_of(tag, out, op)
         sens = backpropagate((out,), (1.0,), tag)
-        grads = [_checked(sens.get(c.id, 0.0), op) for c in cells]
+        grads = [_checked(sens.get(c.id), op) if c.id in sens else _zero_like(x)
+                 for c, x in zip(cells, leaves)]
     finally:
         perturbation.retire(tag)
     result = treedef.build(grads)
@@ -191,7 +236,7 @@ def vjp(f, *primals):
     leaves, treedef = _leaves_of(primals, op, "primals")
     tag = perturbation.fresh()
     try:
-        cells = [TapeCell(tag, next_id(), x, ()) for x in leaves]
+        cells = [make_cell(tag, x, ()) for x in leaves]
         out = f(*treedef.build(cells))
         out_leaves, out_def, _ = flatten(out)
         value = primal_of(tag, out, op)
@@ -203,45 +248,52 @@ def vjp(f, *primals):
         if len(ct_leaves) != len(out_leaves) or ct_def.signature() != out_def.signature():
             raise InvalidInputError("vjp pullback: the cotangent must have the structure of f's output")
         sens = backpropagate(out_leaves, ct_leaves, tag)
-        return treedef.build([sens.get(c.id, 0.0) for c in cells])
+        return treedef.build([sens[c.id] if c.id in sens else _zero_like(x)
+                              for c, x in zip(cells, leaves)])
 
     return value, pullback
 
 
 # ---------------------------------------------------------------- Jacobians and Hessians
 
-def _basis(n, j):
-    return [1.0 if i == j else 0.0 for i in range(n)]
+def _assemble(out_def, out_shapes, in_def, in_shapes, block, many):
+    """The Jacobian as the output's structure of the (chosen) input's structure of
+    blocks, block(i, j) of shape out_shapes[i] + in_shapes[j]."""
+    rows = []
+    for i in range(len(out_shapes)):
+        row = in_def.build([block(i, j) for j in range(len(in_shapes))])
+        rows.append(row if many else row[0])
+    return out_def.build(rows)
 
 
 def jacobian_f(f, argnums=0):
-    """Jacobian by forward mode, one pass per input leaf.  The result has the output's
-    structure, and each of its leaves has the (chosen) input's structure."""
+    """Jacobian by forward mode, all input directions in one batched pass.  The result
+    has the output's structure, each leaf the input's structure of blocks of shape
+    ``out.shape + in.shape``."""
     op = "jacobian_f"
 
     @functools.wraps(f)
     def jac(*args):
         nums, many = _argnums(argnums, len(args), op)
-        chosen = tuple(args[i] for i in nums)
-        leaves, treedef = _leaves_of(chosen, op, "argument")
-        columns, out_def = [], None
-        for j in range(len(leaves)):
-            _, t = jvp(lambda *c: f(*_replace(args, nums, c)), treedef.build(leaves),
-                       treedef.build(_basis(len(leaves), j)))
-            col, out_def, _ = flatten(t)
-            columns.append(col)
-        if out_def is None:       # no input leaves: evaluate once for the output structure
-            _, out_def, _ = flatten(f(*args))
-        rows = []
-        for i in range(out_def.n_leaves):
-            row = treedef.build([columns[j][i] for j in range(len(leaves))])
-            rows.append(row if many else row[0])
-        return out_def.build(rows)
+        leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
+        tangents, shapes, sizes, n = _basis(leaves)
+        value, t = _push(lambda *c: f(*_replace(args, nums, c)), leaves, treedef, tangents, op)
+        out_leaves, out_def, _ = flatten(value)
+        out_shapes = [np.shape(primal_value(y)) for y in out_leaves]
+        t_leaves = [_columns(c, n, s) for c, s in zip(flatten(t)[0], out_shapes)]
+        starts = np.cumsum([0] + sizes)
+
+        def block(i, j):
+            cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
+            from . import numpy as anp
+            moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
+            return _reshape(moved, out_shapes[i] + shapes[j])
+        return _assemble(out_def, out_shapes, treedef, shapes, block, many)
     return jac
 
 
 def jacobian_r(f, argnums=0):
-    """Jacobian by reverse mode, one reverse pass per output leaf over a single tape."""
+    """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
     op = "jacobian_r"
 
     @functools.wraps(f)
@@ -249,18 +301,36 @@ def jacobian_r(f, argnums=0):
         nums, many = _argnums(argnums, len(args), op)
         chosen = tuple(args[i] for i in nums)
         value, pullback = vjp(lambda *c: f(*_replace(args, nums, c)), *chosen)
-        _, out_def, _ = flatten(value)
-        n = out_def.n_leaves
-        rows = []
-        for i in range(n):
-            row = pullback(out_def.build(_basis(n, i)))
-            rows.append(row if many else row[0])
-        return out_def.build(rows)
+        out_leaves, out_def, _ = flatten(value)
+        out_shapes = [np.shape(primal_value(y)) for y in out_leaves]
+        out_sizes = [int(np.prod(s)) for s in out_shapes]
+        in_leaves, in_def, _ = flatten(chosen)
+        in_shapes = [np.shape(primal_value(x)) for x in in_leaves]
+        rows = [[] for _ in in_leaves]             # rows[j]: one input-shaped row per output entry
+        for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
+            for e in range(k):
+                ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
+                if s:
+                    ct[i][np.unravel_index(e, s)] = 1.0
+                else:
+                    ct[i] = 1.0
+                grads = flatten(pullback(out_def.build(ct)))[0]
+                for j, g in enumerate(grads):
+                    rows[j].append(g)
+        starts = np.cumsum([0] + out_sizes)
+
+        def block(i, j):
+            chunk = rows[j][starts[i]:starts[i + 1]]
+            if any(isinstance(g, Perturbed) for g in chunk):
+                from . import numpy as anp
+                return _reshape(anp.stack([anp.array(g) for g in chunk]), out_shapes[i] + in_shapes[j])
+            return _reshape(np.array(chunk, dtype=float), out_shapes[i] + in_shapes[j])
+        return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
     return jac
 
 
 def hessian(f, argnums=0):
-    """Hessian of a real-valued ``f``: forward mode over reverse mode."""
+    """Hessian of a real-valued ``f``: forward mode (batched) over reverse mode."""
     return jacobian_f(gradient_r(f, argnums), argnums)
 
 

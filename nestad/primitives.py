@@ -12,6 +12,7 @@ exponent gives nan rather than a complex number); ``/`` follows Python floats
 (``x / 0`` raises ZeroDivisionError, as it would without nestad).
 """
 import math
+from numbers import Real
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def _pow_plain(x, y):
 def _dpow_dbase(x, y):
     """y x^(y-1), and exactly 0 for a constant exponent 0 (x^0 is constant even at x = 0,
     where the formula would give 0 * inf)."""
-    if (y.__class__ is _float or y.__class__ is _int) and y == 0:
+    if isinstance(y, Real) and y == 0:       # plain numbers only (nestad values are not Real)
         return 0.0
     return y * pow(x, y - 1)
 

@@ -26,7 +26,7 @@ def topological_order(roots, tag, visited=None):
         visited = set()
     order = []
     for root in roots:
-        if root.__class__ is not TapeCell or root.tag != tag or root.id in visited:
+        if not isinstance(root, TapeCell) or root.tag != tag or root.id in visited:
             continue
         visited.add(root.id)
         stack = [(root, iter(root.partials))]
@@ -51,7 +51,7 @@ def backpropagate(roots, seeds, tag):
     """
     sens = {}
     for root, seed in zip(roots, seeds):
-        if root.__class__ is TapeCell and root.tag == tag:
+        if isinstance(root, TapeCell) and root.tag == tag:
             prev = sens.get(root.id)
             sens[root.id] = seed if prev is None else prev + seed
     order = topological_order(roots, tag)

@@ -16,6 +16,8 @@ bools, so ordinary control flow works on perturbed numbers.
 """
 import itertools
 
+import numpy as np
+
 from . import perturbation
 from .errors import EscapedPerturbationError, PerturbedConversionError
 
@@ -29,9 +31,8 @@ class Perturbed:
     """Common base of Bundle and TapeCell: conversions, comparisons, repr."""
 
     __slots__ = ()
-    # Make numpy defer to us (``ndarray * bundle`` calls ``Bundle.__rmul__``)
-    # instead of silently building an object array.
-    __array_ufunc__ = None
+    # numpy's protocols (__array_ufunc__, __array_function__) are installed by
+    # nestad.numpy, so numpy calls on nestad values differentiate or refuse.
 
     def _refuse(self, what):
         if not perturbation.is_live(self.tag):
@@ -93,6 +94,23 @@ class Perturbed:
 
     def __bool__(self):
         return bool(primal_value(self))
+
+    # Array-like introspection (of the primal value; a scalar has shape ()).
+    @property
+    def shape(self):
+        return np.shape(primal_value(self))
+
+    @property
+    def ndim(self):
+        return np.ndim(primal_value(self))
+
+    @property
+    def size(self):
+        return np.size(primal_value(self))
+
+    @property
+    def dtype(self):
+        return np.result_type(primal_value(self))
 
 
 class Bundle(Perturbed):

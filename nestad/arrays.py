@@ -1,0 +1,107 @@
+"""Array-valued perturbed numbers and the lifting of array primitives.
+
+``ArrayBundle`` and ``ArrayTapeCell`` are the Bundle and TapeCell of an ndarray
+primal.  They are subclasses, so everything that reads tags works unchanged,
+but the scalar hot paths (which test ``__class__ is Bundle``/``TapeCell``) never
+see them: array arithmetic needs broadcasting rules the scalar paths skip.
+
+An ``ArrayPrimitive`` carries, per argument, a JVP ``jvp(t, *primals, out, **params)``
+and a VJP ``vjp(g, *primals, out, **params)``, written with ``nestad.numpy``'s own
+lifted functions so that they nest like scalar rules do.  In a tape cell the
+partial for an argument is a ``VJP`` object: ``vjp * g`` applies the rule, so the
+reverse phase's ``sensitivity += partial * s`` is the same for arrays and scalars.
+
+Tangents may carry leading *batch* axes (``tangent.shape == batch + primal.shape``):
+``jacobian_f`` pushes all basis directions through one pass.  Rules therefore
+address primal axes from the right (negative axes), and elementwise rules get
+batching for free from broadcasting.
+"""
+import numpy as np
+
+from .values import Bundle, Perturbed, TapeCell, next_id
+
+
+class ArrayBundle(Bundle):
+    """Forward-mode array: ``primal + tangent * eps_tag``, elementwise."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"ArrayBundle(shape={self.shape}, primal={self.primal!r})"
+
+
+class ArrayTapeCell(TapeCell):
+    """Reverse-mode array: a node of run ``tag``'s tape holding an ndarray."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"ArrayTapeCell(shape={self.shape}, id={self.id})"
+
+
+def is_array(x):
+    """True for an ndarray or a perturbed value whose primal is an ndarray."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x.__class__ is np.ndarray
+
+
+def make_bundle(tag, primal, tangent):
+    return (ArrayBundle if is_array(primal) else Bundle)(tag, primal, tangent)
+
+
+def make_cell(tag, primal, partials):
+    return (ArrayTapeCell if is_array(primal) else TapeCell)(tag, next_id(), primal, partials)
+
+
+class VJP:
+    """A linear map from an output sensitivity to one argument's sensitivity."""
+    __slots__ = ('rule', 'primals', 'out', 'params')
+
+    def __init__(self, rule, primals, out, params):
+        self.rule, self.primals, self.out, self.params = rule, primals, out, params
+
+    def __mul__(self, g):
+        return self.rule(g, *self.primals, out=self.out, **self.params)
+
+
+class ArrayPrimitive:
+    """A numpy operation and its derivative rules."""
+    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted')
+
+    def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None):
+        self.name = name
+        self.plain = plain            # numpy implementation on plain values
+        self.jvps = jvps              # per argument: jvp(t, *primals, out, **params)
+        self.vjps = vjps              # per argument: vjp(g, *primals, out, **params)
+        self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
+        self.lifted = None
+
+    def __repr__(self):
+        return f"<array primitive {self.name}>"
+
+
+def apply(prim, args, params):
+    """Apply ``prim`` to ``args`` carrying any tags: outermost tag first, as in lifting.py."""
+    top = -1
+    for a in args:
+        if isinstance(a, Perturbed) and a.tag > top:
+            top = a.tag
+            forward = isinstance(a, Bundle)
+    if top < 0:
+        return prim.plain(*args, **params)
+    carried = [isinstance(a, Perturbed) and a.tag == top for a in args]
+    primals = tuple(a.primal if c else a for a, c in zip(args, carried))
+    out = prim.lifted(*primals, **params)
+    if forward:
+        if prim.jvp_joint is not None:
+            tangents = [a.tangent if c else None for a, c in zip(args, carried)]
+            tangent = prim.jvp_joint(tangents, *primals, out=out, **params)
+        else:
+            tangent = None
+            for i, (a, c) in enumerate(zip(args, carried)):
+                if c:
+                    term = prim.jvps[i](a.tangent, *primals, out=out, **params)
+                    tangent = term if tangent is None else tangent + term
+        return make_bundle(top, out, tangent)
+    partials = tuple((a, VJP(prim.vjps[i], primals, out, params))
+                     for i, (a, c) in enumerate(zip(args, carried)) if c)
+    return make_cell(top, out, partials)

@@ -1,0 +1,777 @@
+"""``import nestad.numpy as np``: numpy functions that differentiate, in every mode.
+
+Each primitive is defined once with its JVP (forward) and VJP (reverse) rules beside it,
+written with the functions of this module so that rules nest (Hessians of array code).
+Rules address primal axes from the right, so a tangent may carry leading batch axes.
+
+Plain numpy calls on nestad values (``numpy.sin(x)``, ``numpy.sum(x)``, ``a @ x``) land
+here through ``__array_ufunc__``/``__array_function__``; an unsupported numpy function
+raises a TypeError naming it rather than dropping the derivative.
+
+Numpy names not listed here are not differentiable by nestad; numpy's constants and
+dtypes (``pi``, ``float64``...) and array constructors on plain data are re-exported.
+"""
+import builtins
+import math as _math
+
+import numpy as _np
+from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, ndarray,  # noqa: F401
+                   newaxis, pi, arange, linspace, eye, identity, zeros, ones, full, empty,
+                   random, isnan, isfinite, isinf, allclose, isclose, array_equal, shape, ndim,
+                   size, result_type, zeros_like, ones_like, full_like)
+
+from .. import primitives as _scalar
+from ..arrays import ArrayPrimitive, apply, is_array
+from ..errors import InvalidInputError
+from ..lifting import ARRAY_ROUTES, lift2 as _lift2
+from ..values import Perturbed, primal_value
+
+_ARRAYISH = None   # set below: classes that hold arrays
+
+
+def _shape(x):
+    return _np.shape(primal_value(x))
+
+
+def _ndim(x):
+    return _np.ndim(primal_value(x))
+
+
+def _nbatch(t, x):
+    """Number of leading batch axes of tangent ``t`` of a primal ``x``."""
+    return _ndim(t) - _ndim(x)
+
+
+def _neg_axes(axis, ndim):
+    """``axis`` (None, int or tuple) as a tuple of negative axes of an ndim-array."""
+    if axis is None:
+        return tuple(range(-ndim, 0))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted((a % ndim) - ndim for a in axis))
+    return ((axis % ndim) - ndim,)
+
+
+def _define(name, plain, jvps=None, vjps=None, jvp_joint=None):
+    prim = ArrayPrimitive(name, plain, jvps, vjps, jvp_joint)
+
+    def lifted(*args, **params):
+        return apply(prim, args, params)
+    lifted.__name__ = name
+    prim.lifted = lifted
+    return lifted
+
+
+# ---------------------------------------------------------------- shape plumbing
+
+def _sum_to_plain(x, shape):
+    xs = _np.shape(x)
+    if xs == tuple(shape):
+        return x
+    lead = len(xs) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and xs[lead + i] != 1)
+    return _np.reshape(_np.sum(x, axis=axes), shape)
+
+
+# sum_to: sum a broadcast value back to ``shape`` (the adjoint of broadcast_to).
+_sum_to = _define(
+    'sum_to', _sum_to_plain,
+    jvps=(lambda t, x, out, shape: _sum_to(t, shape=_shape(t)[:_nbatch(t, x)] + tuple(shape)),),
+    vjps=(lambda g, x, out, shape: broadcast_to(g, _shape(x)),))
+
+
+def sum_to(x, shape):
+    shape = tuple(shape)
+    return x if _shape(x) == shape else _sum_to(x, shape=shape)
+
+
+_broadcast_to = _define(
+    'broadcast_to', lambda x, shape: _np.broadcast_to(x, shape),
+    jvps=(lambda t, x, out, shape: broadcast_to(t, _shape(t)[:_nbatch(t, x)] + tuple(shape)),),
+    vjps=(lambda g, x, out, shape: sum_to(g, _shape(x)),))
+
+
+def broadcast_to(x, shape):
+    shape = tuple(shape)
+    return x if _shape(x) == shape else _broadcast_to(x, shape=shape)
+
+
+def _align(t, x, out):
+    """Tangent ``t`` of argument ``x`` with singleton axes inserted after its batch axes,
+    so that it broadcasts against the output elementwise (batch axes stay leading)."""
+    missing = _ndim(out) - _ndim(x)
+    nb = _nbatch(t, x)
+    if missing <= 0 or nb == 0:
+        return t
+    return reshape(t, _shape(t)[:nb] + (1,) * missing + _shape(x))
+
+
+def _tangent_to(term, t, x, out):
+    """A JVP term for argument ``x`` broadcast to the output's shape (keeping batch axes)."""
+    target = _shape(t)[:_nbatch(t, x)] + _shape(out)
+    return term if _shape(term) == target else broadcast_to(term, target)
+
+
+def _jvp2(rule):
+    """An elementwise binary JVP term, with the tangent aligned to the output first."""
+    def jvp_x(t, x, y, out, **params):
+        return _tangent_to(rule(_align(t, x, out), x, y, out, **params), t, x, out)
+
+    def jvp_y(t, x, y, out, **params):
+        return _tangent_to(rule(_align(t, y, out), x, y, out, **params), t, y, out)
+    return jvp_x, jvp_y
+
+
+_reshape = _define(
+    'reshape', lambda x, shape: _np.reshape(x, shape),
+    jvps=(lambda t, x, out, shape: reshape(t, _shape(t)[:_nbatch(t, x)] + _shape(out)),),
+    vjps=(lambda g, x, out, shape: reshape(g, _shape(x)),))
+
+
+def reshape(x, shape, *more):
+    if more or isinstance(shape, int):
+        shape = ((shape,) if isinstance(shape, int) else tuple(shape)) + more
+    shape = tuple(shape)
+    return x if _shape(x) == shape else _reshape(x, shape=shape)
+
+
+def ravel(x):
+    return reshape(x, (-1,))
+
+
+def _transpose_jvp(t, x, out, axes):
+    nb = _nbatch(t, x)
+    return _transpose(t, axes=tuple(range(nb)) + tuple(nb + a for a in axes))
+
+
+_transpose = _define(
+    'transpose', lambda x, axes: _np.transpose(x, axes),
+    jvps=(_transpose_jvp,),
+    vjps=(lambda g, x, out, axes: _transpose(g, axes=tuple(_np.argsort(axes))),))
+
+
+def transpose(x, axes=None):
+    n = _ndim(x)
+    axes = tuple(reversed(range(n))) if axes is None else tuple(a % n for a in axes)
+    return x if axes == tuple(range(n)) else _transpose(x, axes=axes)
+
+
+def swapaxes(x, axis1, axis2):
+    n = _ndim(x)
+    axes = list(range(n))
+    axes[axis1 % n], axes[axis2 % n] = axes[axis2 % n], axes[axis1 % n]
+    return transpose(x, axes)
+
+
+def moveaxis(x, source, destination):
+    n = _ndim(x)
+    order = [a for a in range(n) if a != source % n]
+    order.insert(destination % n, source % n)
+    return transpose(x, order)
+
+
+def expand_dims(x, axis):
+    s = list(_shape(x))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    n = len(s) + len(axes)
+    for a in sorted(a % n for a in axes):
+        s.insert(a, 1)
+    return reshape(x, s)
+
+
+def squeeze(x, axis=None):
+    s = _shape(x)
+    if axis is None:
+        return reshape(x, [d for d in s if d != 1])
+    axes = {a % len(s) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    for a in axes:
+        if s[a] != 1:
+            raise ValueError(f"cannot squeeze axis {a} of size {s[a]}")
+    return reshape(x, [d for i, d in enumerate(s) if i not in axes])
+
+
+def atleast_1d(x):
+    return reshape(x, (1,)) if _ndim(x) == 0 else x
+
+
+def atleast_2d(x):
+    return reshape(x, (1,) * (2 - _ndim(x)) + _shape(x)) if _ndim(x) < 2 else x
+
+
+# ---------------------------------------------------------------- elementwise functions
+
+def _elementwise1(name, npfn, scalar_fn, deriv):
+    """f applied elementwise; deriv(x, out) is f'(x), elementwise."""
+    prim = _define(name, npfn,
+                   jvps=(lambda t, x, out: deriv(x, out) * t,),
+                   vjps=(lambda g, x, out: deriv(x, out) * g,))
+
+    def public(x):
+        if is_array(x) or not isinstance(x, (Perturbed, int, float)):
+            return prim(_as_operand(x))
+        return scalar_fn(x)
+    public.__name__ = name
+    ARRAY_ROUTES[getattr(scalar_fn, '__name__', name)] = prim
+    return public
+
+
+def _as_operand(x):
+    """Lists and tuples (possibly holding nestad numbers) become arrays."""
+    if isinstance(x, (list, tuple)):
+        return array(x)
+    return x
+
+
+sin = _elementwise1('sin', _np.sin, _scalar.sin, lambda x, out: cos(x))
+cos = _elementwise1('cos', _np.cos, _scalar.cos, lambda x, out: -sin(x))
+tan = _elementwise1('tan', _np.tan, _scalar.tan, lambda x, out: 1.0 + out * out)
+arcsin = _elementwise1('arcsin', _np.arcsin, _scalar.asin, lambda x, out: 1.0 / sqrt(1.0 - x * x))
+arccos = _elementwise1('arccos', _np.arccos, _scalar.acos, lambda x, out: -1.0 / sqrt(1.0 - x * x))
+arctan = _elementwise1('arctan', _np.arctan, _scalar.atan, lambda x, out: 1.0 / (1.0 + x * x))
+sinh = _elementwise1('sinh', _np.sinh, _scalar.sinh, lambda x, out: cosh(x))
+cosh = _elementwise1('cosh', _np.cosh, _scalar.cosh, lambda x, out: sinh(x))
+tanh = _elementwise1('tanh', _np.tanh, _scalar.tanh, lambda x, out: 1.0 - out * out)
+arcsinh = _elementwise1('arcsinh', _np.arcsinh, _scalar.asinh, lambda x, out: 1.0 / sqrt(x * x + 1.0))
+arccosh = _elementwise1('arccosh', _np.arccosh, _scalar.acosh,
+                        lambda x, out: 1.0 / sqrt((x - 1.0) * (x + 1.0)))
+arctanh = _elementwise1('arctanh', _np.arctanh, _scalar.atanh, lambda x, out: 1.0 / (1.0 - x * x))
+exp = _elementwise1('exp', _np.exp, _scalar.exp, lambda x, out: out)
+expm1 = _elementwise1('expm1', _np.expm1, _scalar.expm1, lambda x, out: out + 1.0)
+log = _elementwise1('log', _np.log, _scalar.log, lambda x, out: 1.0 / x)
+log1p = _elementwise1('log1p', _np.log1p, _scalar.log1p, lambda x, out: 1.0 / (1.0 + x))
+log2 = _elementwise1('log2', _np.log2, _scalar.log2, lambda x, out: 1.0 / (x * _math.log(2.0)))
+log10 = _elementwise1('log10', _np.log10, _scalar.log10, lambda x, out: 1.0 / (x * _math.log(10.0)))
+sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.sqrt, lambda x, out: 0.5 / out)
+cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
+reciprocal = _elementwise1('reciprocal', lambda x: 1.0 / _np.asarray(x, dtype=float),
+                           _scalar.recip, lambda x, out: -(out * out))
+absolute = _elementwise1('absolute', _np.absolute, _scalar.abs_,
+                         lambda x, out: _np.sign(primal_value(x)))
+abs = absolute   # noqa: A001  (mirrors numpy)
+
+
+def square(x):
+    return x * x
+
+
+def negative(x):
+    return multiply(x, -1.0)
+
+
+def positive(x):
+    return x
+
+
+def _constant(npfn):
+    """A piecewise-constant function: derivative zero, plain result."""
+    def public(*args, **kw):
+        return npfn(*[primal_value(a) if isinstance(a, Perturbed) else a for a in args], **kw)
+    public.__name__ = npfn.__name__
+    return public
+
+
+sign = _constant(_np.sign)
+floor = _constant(_np.floor)
+ceil = _constant(_np.ceil)
+round = _constant(_np.round)   # noqa: A001
+rint = _constant(_np.rint)
+trunc = _constant(_np.trunc)
+floor_divide = _constant(_np.floor_divide)
+less, less_equal = _constant(_np.less), _constant(_np.less_equal)
+greater, greater_equal = _constant(_np.greater), _constant(_np.greater_equal)
+equal, not_equal = _constant(_np.equal), _constant(_np.not_equal)
+argmax, argmin, argsort = _constant(_np.argmax), _constant(_np.argmin), _constant(_np.argsort)
+
+
+def _elementwise2(name, npfn, scalar_fn, dx, dy):
+    """A broadcasting binary function with elementwise partials dx(x, y, out), dy(x, y, out)."""
+    prim = _define(
+        name, npfn,
+        jvps=(_jvp2(lambda t, x, y, out: dx(x, y, out) * t)[0],
+              _jvp2(lambda t, x, y, out: dy(x, y, out) * t)[1]),
+        vjps=(lambda g, x, y, out: sum_to(dx(x, y, out) * g, _shape(x)),
+              lambda g, x, y, out: sum_to(dy(x, y, out) * g, _shape(y))))
+    return _binary_public(name, prim, scalar_fn)
+
+
+def _binary_public(name, prim, scalar_fn):
+    def public(x, y):
+        x, y = _as_operand(x), _as_operand(y)
+        if scalar_fn is not None and not (is_array(x) or is_array(y)) \
+                and isinstance(x, (Perturbed, int, float)) and isinstance(y, (Perturbed, int, float)):
+            return scalar_fn(x, y)
+        return prim(x, y)
+    public.__name__ = name
+    if scalar_fn is not None:
+        ARRAY_ROUTES[getattr(scalar_fn, '__name__', name)] = prim
+    return public
+
+
+# + - * / get their own JVP/VJP to skip multiplying by constant partials.
+_add = _define('add', _np.add,
+               jvps=_jvp2(lambda t, x, y, out: t),
+               vjps=(lambda g, x, y, out: sum_to(g, _shape(x)),
+                     lambda g, x, y, out: sum_to(g, _shape(y))))
+_subtract = _define('subtract', _np.subtract,
+                    jvps=(_jvp2(lambda t, x, y, out: t)[0], _jvp2(lambda t, x, y, out: -t)[1]),
+                    vjps=(lambda g, x, y, out: sum_to(g, _shape(x)),
+                          lambda g, x, y, out: sum_to(-g, _shape(y))))
+_multiply = _define('multiply', _np.multiply,
+                    jvps=(_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, out: x * t)[1]),
+                    vjps=(lambda g, x, y, out: sum_to(g * y, _shape(x)),
+                          lambda g, x, y, out: sum_to(x * g, _shape(y))))
+_divide = _define('divide', _np.true_divide,
+                  jvps=(_jvp2(lambda t, x, y, out: t / y)[0],
+                        _jvp2(lambda t, x, y, out: -(out / y) * t)[1]),
+                  vjps=(lambda g, x, y, out: sum_to(g / y, _shape(x)),
+                        lambda g, x, y, out: sum_to(-(out / y) * g, _shape(y))))
+
+# On scalars these go straight to the scalar primitives (not through ``x + y``: a numpy
+# scalar operand would send that back here through __array_ufunc__).
+add = _binary_public('add', _add, lambda x, y: _lift2(_scalar.ADD, x, y))
+subtract = _binary_public('subtract', _subtract, lambda x, y: _lift2(_scalar.SUB, x, y))
+multiply = _binary_public('multiply', _multiply, lambda x, y: _lift2(_scalar.MUL, x, y))
+divide = true_divide = _binary_public('divide', _divide, lambda x, y: _lift2(_scalar.DIV, x, y))
+for _n, _p in (('add', _add), ('subtract', _subtract), ('multiply', _multiply), ('divide', _divide)):
+    ARRAY_ROUTES[_n] = _p
+
+
+def _dpow_dx(x, y, out):
+    yv = primal_value(y)
+    if _np.ndim(yv) == 0 and not isinstance(y, Perturbed) and yv == 0:
+        return 0.0
+    return y * power(x, y - 1)
+
+
+def _dpow_dy(x, y, out):
+    xv = primal_value(x)
+    safe = where(xv == 0, 1.0, x) if _np.any(xv == 0) else x
+    return where(xv == 0, 0.0, log(safe) * out)
+
+
+def _power_plain(x, y):
+    with _np.errstate(divide='ignore', invalid='ignore'):
+        return _np.power(_np.asarray(x, dtype=float) if _np.ndim(x) == 0 else x, y)
+
+
+power = _elementwise2('power', _power_plain, _scalar.pow, _dpow_dx, _dpow_dy)
+arctan2 = _elementwise2('arctan2', _np.arctan2, _scalar.atan2,
+                        lambda y, x, out: x / (x * x + y * y),
+                        lambda y, x, out: -y / (x * x + y * y))
+hypot = _elementwise2('hypot', _np.hypot, _scalar.hypot,
+                      lambda x, y, out: x / out, lambda x, y, out: y / out)
+
+
+def _scalar_mod(x, y):
+    return _lift2(_scalar.MOD, x, y)
+
+
+_scalar_mod.__name__ = 'mod'
+
+
+def _tie(a, b):
+    a, b = primal_value(a), primal_value(b)
+    return _np.where(a > b, 1.0, _np.where(a < b, 0.0, 0.5))
+
+
+maximum = _elementwise2('maximum', _np.maximum, _scalar.maximum,
+                        lambda x, y, out: _tie(x, y), lambda x, y, out: _tie(y, x))
+minimum = _elementwise2('minimum', _np.minimum, _scalar.minimum,
+                        lambda x, y, out: _tie(y, x), lambda x, y, out: _tie(x, y))
+logaddexp = _elementwise2('logaddexp', _np.logaddexp, None,
+                          lambda x, y, out: exp(x - out), lambda x, y, out: exp(y - out))
+mod = remainder = _elementwise2('mod', _np.mod, _scalar_mod,
+                                lambda x, y, out: 1.0,
+                                lambda x, y, out: -_np.floor(primal_value(x) / primal_value(y)))
+
+
+# ---------------------------------------------------------------- selection
+
+_where = _define(
+    'where', lambda x, y, cond: _np.where(cond, x, y),
+    jvps=(_jvp2(lambda t, x, y, out, cond: _where(t, 0.0, cond=cond))[0],
+          _jvp2(lambda t, x, y, out, cond: _where(0.0, t, cond=cond))[1]),
+    vjps=(lambda g, x, y, out, cond: sum_to(_where(g, 0.0, cond=cond), _shape(x)),
+          lambda g, x, y, out, cond: sum_to(_where(0.0, g, cond=cond), _shape(y))))
+
+
+def where(condition, x, y):
+    """Elementwise choice; the condition is read from primal values (no derivative)."""
+    cond = _np.asarray(primal_value(condition), dtype=bool)
+    return _where(_as_operand(x), _as_operand(y), cond=cond)
+
+
+def clip(x, a_min, a_max):
+    out = x
+    if a_min is not None:
+        out = where(primal_value(out) < primal_value(a_min), a_min, out)
+    if a_max is not None:
+        out = where(primal_value(out) > primal_value(a_max), a_max, out)
+    return out
+
+
+def _index_with_batch(idx, nb):
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    return (slice(None),) * nb + idx
+
+
+def _scatter_plain(g, index, shape):
+    out = _np.zeros(shape, dtype=_np.result_type(g, float))
+    _np.add.at(out, index, g)
+    return out
+
+
+# _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
+_scatter = _define(
+    'scatter_add', _scatter_plain,
+    jvps=(lambda t, g, out, index, shape: _scatter(
+        t, index=_index_with_batch(index, _nbatch(t, g)), shape=_shape(t)[:_nbatch(t, g)] + tuple(shape)),),
+    vjps=(lambda h, g, out, index, shape: _getitem(h, index=index),))
+
+_getitem = _define(
+    'getitem', lambda x, index: x[index],
+    jvps=(lambda t, x, out, index: t[_index_with_batch(index, _nbatch(t, x))],),
+    vjps=(lambda g, x, out, index: _scatter(g, index=index, shape=_shape(x)),))
+
+
+def _plain_index(index):
+    """Indices may hold nestad numbers only as plain values (an index has no derivative)."""
+    if isinstance(index, tuple):
+        return tuple(_plain_index(i) for i in index)
+    if isinstance(index, Perturbed):
+        raise InvalidInputError("an array index cannot carry a perturbation")
+    if isinstance(index, list):
+        return _np.asarray(index)
+    return index
+
+
+def getitem(x, index):
+    return _getitem(x, index=_plain_index(index))
+
+
+# ---------------------------------------------------------------- reductions
+
+def _keep(g, x, axis, keepdims):
+    """g of a reduction over ``axis``, reshaped (axes kept as 1) to broadcast against x."""
+    if keepdims:
+        return g
+    s = list(_shape(x))
+    axes = _neg_axes(axis, len(s))
+    for a in axes:
+        s[a] = 1
+    nb = _ndim(g) - (len(s) - len(axes))
+    return reshape(g, _shape(g)[:nb] + tuple(s))
+
+
+_sum = _define(
+    'sum', lambda x, axis, keepdims: _np.sum(x, axis=axis, keepdims=keepdims),
+    jvps=(lambda t, x, out, axis, keepdims: _sum(t, axis=_neg_axes(axis, _ndim(x)), keepdims=keepdims),),
+    vjps=(lambda g, x, out, axis, keepdims: broadcast_to(_keep(g, x, axis, keepdims), _shape(x)),))
+
+
+def sum(x, axis=None, keepdims=False):   # noqa: A001
+    return _sum(_as_operand(x), axis=_norm_axis(axis), keepdims=keepdims)
+
+
+def _norm_axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def mean(x, axis=None, keepdims=False):
+    x = _as_operand(x)
+    n = _np.prod([_shape(x)[a] for a in _neg_axes(_norm_axis(axis), _ndim(x))], dtype=float)
+    return sum(x, axis, keepdims) / n
+
+
+def _prod_others(x, axis):
+    """For each entry, the product of the other entries along ``axis``, from lifted
+    operations and without dividing by zero: with p the product of the non-zero
+    entries and z the product of the zero entries (1 if none), an entry x_i != 0 gets
+    p * z / x_i, and a zero entry gets p if it is the only zero of its slice, else 0.
+    (At two or more zeros in a slice the first derivative is exact; the second treats
+    the other zeros as constants.)"""
+    axes = _neg_axes(axis, _ndim(x))
+    zero = primal_value(x) == 0
+    if not _np.any(zero):
+        return prod(x, axis=axes, keepdims=True) / x
+    safe = where(zero, 1.0, x)
+    p = prod(safe, axis=axes, keepdims=True)
+    z = prod(where(zero, x, 1.0), axis=axes, keepdims=True)
+    single = _np.sum(zero, axis=axes, keepdims=True) == 1
+    return where(zero, where(single, p, 0.0), p * z / safe)
+
+
+_prod = _define(
+    'prod', lambda x, axis, keepdims: _np.prod(x, axis=axis, keepdims=keepdims),
+    jvps=(lambda t, x, out, axis, keepdims: _sum(
+        t * _prod_others(x, axis), axis=_neg_axes(axis, _ndim(x)), keepdims=keepdims),),
+    vjps=(lambda g, x, out, axis, keepdims: broadcast_to(
+        _keep(g, x, axis, keepdims), _shape(x)) * _prod_others(x, axis),))
+
+
+def prod(x, axis=None, keepdims=False):
+    return _prod(_as_operand(x), axis=_norm_axis(axis), keepdims=keepdims)
+
+
+def _extreme(name, npfn):
+    def share(x, out, axis, keepdims):
+        # the derivative goes to the extreme entries, split equally between ties
+        xv = primal_value(x)
+        ov = _np.asarray(primal_value(out))
+        ov = ov if keepdims else _np.expand_dims(ov, _neg_axes(axis, _np.ndim(xv)))
+        mask = (xv == ov).astype(float)
+        return mask / _np.sum(mask, axis=_neg_axes(axis, _np.ndim(xv)), keepdims=True)
+    prim = _define(
+        name, lambda x, axis, keepdims: npfn(x, axis=axis, keepdims=keepdims),
+        jvps=(lambda t, x, out, axis, keepdims: _sum(
+            t * share(x, out, axis, keepdims), axis=_neg_axes(axis, _ndim(x)), keepdims=keepdims),),
+        vjps=(lambda g, x, out, axis, keepdims: broadcast_to(
+            _keep(g, x, axis, keepdims), _shape(x)) * share(x, out, axis, keepdims),))
+
+    def public(x, axis=None, keepdims=False):
+        return prim(_as_operand(x), axis=_norm_axis(axis), keepdims=keepdims)
+    public.__name__ = name
+    return public
+
+
+max = amax = _extreme('max', _np.max)   # noqa: A001
+min = amin = _extreme('min', _np.min)   # noqa: A001
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) computed stably (the max is shifted out as a constant)."""
+    m = _np.max(primal_value(x), axis=_norm_axis(axis), keepdims=True)
+    m = _np.where(_np.isfinite(m), m, 0.0)
+    out = log(sum(exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else squeeze(out, axis=_neg_axes(_norm_axis(axis), _ndim(x)))
+
+
+# ---------------------------------------------------------------- products
+
+def _matmul_jvp_a(t, a, b, out):
+    ta = expand_dims(t, -2) if _ndim(a) == 1 else t
+    b2 = expand_dims(b, -1) if _ndim(b) == 1 else b
+    r = matmul(ta, b2)
+    if _ndim(b) == 1:
+        r = squeeze(r, -1)
+    if _ndim(a) == 1:
+        r = squeeze(r, -2 if _ndim(b) != 1 else -1)
+    return r
+
+
+def _matmul_jvp_b(t, a, b, out):
+    a2 = expand_dims(a, -2) if _ndim(a) == 1 else a
+    tb = expand_dims(t, -1) if _ndim(b) == 1 else t
+    r = matmul(a2, tb)
+    if _ndim(b) == 1:
+        r = squeeze(r, -1)
+    if _ndim(a) == 1:
+        r = squeeze(r, -2 if _ndim(b) != 1 else -1)
+    return r
+
+
+def _as_matrices(g, a, b):
+    """Promote 1-D operands (and the sensitivity) to matrices, as matmul does."""
+    a2 = expand_dims(a, 0) if _ndim(a) == 1 else a
+    b2 = expand_dims(b, -1) if _ndim(b) == 1 else b
+    g2 = g
+    if _ndim(b) == 1:
+        g2 = expand_dims(g2, -1)
+    if _ndim(a) == 1:
+        g2 = expand_dims(g2, -2)
+    return g2, a2, b2
+
+
+def _matmul_vjp_a(g, a, b, out):
+    g2, a2, b2 = _as_matrices(g, a, b)
+    return reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), _shape(a2)), _shape(a))
+
+
+def _matmul_vjp_b(g, a, b, out):
+    g2, a2, b2 = _as_matrices(g, a, b)
+    return reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), _shape(b2)), _shape(b))
+
+
+_matmul = _define('matmul', _np.matmul, jvps=(_matmul_jvp_a, _matmul_jvp_b),
+                  vjps=(_matmul_vjp_a, _matmul_vjp_b))
+
+
+def matmul(a, b):
+    return _matmul(_as_operand(a), _as_operand(b))
+
+
+def dot(a, b):
+    a, b = _as_operand(a), _as_operand(b)
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return a * b
+    if _ndim(a) <= 2 and _ndim(b) <= 2:
+        return matmul(a, b)
+    raise InvalidInputError("nestad.numpy.dot supports operands of up to 2 dimensions; "
+                            "use matmul or einsum for stacks of matrices")
+
+
+def inner(a, b):
+    return dot(a, b) if _ndim(a) <= 1 and _ndim(b) <= 1 else einsum('...i,...j->...', a, b)
+
+
+def outer(a, b):
+    return reshape(a, (-1, 1)) * reshape(b, (1, -1))
+
+
+def vdot(a, b):
+    return sum(ravel(a) * ravel(b))
+
+
+_LETTERS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+
+
+def _parse_einsum(subscripts, n):
+    if '->' not in subscripts or '.' in subscripts:
+        raise InvalidInputError("nestad.numpy.einsum needs explicit output subscripts ('ij,jk->ik') "
+                                "and no ellipsis")
+    ins, out = subscripts.replace(' ', '').split('->')
+    ins = ins.split(',')
+    if len(ins) != n or n not in (1, 2):
+        raise InvalidInputError("nestad.numpy.einsum supports one or two operands")
+    for s in ins:
+        if len(set(s)) != len(s):
+            raise InvalidInputError(f"nestad.numpy.einsum: repeated index in '{s}' (traces) is "
+                                    "not supported; use diagonal/sum")
+    return ins, out
+
+
+def _einsum_plain(*ops, spec):
+    return _np.einsum(spec, *ops)
+
+
+def _einsum_jvp(k):
+    def jvp(t, *ops, out, spec):
+        ins, res = _parse_einsum(spec, len(ops))
+        nb = _nbatch(t, ops[k])
+        batch = _LETTERS[:nb]
+        new_ins = [batch + s if i == k else s for i, s in enumerate(ins)]
+        new_ops = [t if i == k else o for i, o in enumerate(ops)]
+        return _einsum(*new_ops, spec=','.join(new_ins) + '->' + batch + res)
+    return jvp
+
+
+def _einsum_vjp(k):
+    def vjp(g, *ops, out, spec):
+        ins, res = _parse_einsum(spec, len(ops))
+        others = [s for i, s in enumerate(ins) if i != k]
+        avail = set(res).union(*others) if others else set(res)
+        target = ins[k]
+        present = ''.join(c for c in target if c in avail)
+        terms = [res] + others
+        r = _einsum(g, *[o for i, o in enumerate(ops) if i != k],
+                    spec=','.join(terms) + '->' + present)
+        if present != target:     # letters summed only inside operand k: broadcast back
+            shape_k = _shape(ops[k])
+            r = reshape(r, [shape_k[i] if c in avail else 1 for i, c in enumerate(target)])
+            r = broadcast_to(r, shape_k)
+        return r
+    return vjp
+
+
+_einsum = _define('einsum', _einsum_plain, jvps=(_einsum_jvp(0), _einsum_jvp(1)),
+                  vjps=(_einsum_vjp(0), _einsum_vjp(1)))
+
+
+def einsum(subscripts, *operands):
+    """One- or two-operand einsum with explicit output subscripts, without traces."""
+    _parse_einsum(subscripts, len(operands))
+    return _einsum(*[_as_operand(o) for o in operands], spec=subscripts.replace(' ', ''))
+
+
+# ---------------------------------------------------------------- joining
+
+def _concat_jvp(tangents, *xs, out, axis):
+    present = [(t, x) for t, x in zip(tangents, xs) if t is not None]
+    t0, x0 = present[0]
+    batch = _shape(t0)[:_nbatch(t0, x0)]
+    full = [t if t is not None else _np.zeros(batch + _shape(x)) for t, x in zip(tangents, xs)]
+    ax = (axis % _ndim(xs[0])) - _ndim(xs[0])
+    return _concatenate(*full, axis=ax)
+
+
+def _concat_vjp(k):
+    def vjp(g, *xs, out, axis):
+        ax = axis % _ndim(xs[0])
+        start = builtins.sum(_shape(x)[ax] for x in xs[:k])
+        index = (slice(None),) * ax + (slice(start, start + _shape(xs[k])[ax]),)
+        return _getitem(g, index=index)
+    return vjp
+
+
+class _ConcatVJPs:
+    """vjps[k] for any k (concatenate takes any number of arrays)."""
+    def __getitem__(self, k):
+        return _concat_vjp(k)
+
+
+_concatenate = _define('concatenate', lambda *xs, axis: _np.concatenate(xs, axis=axis),
+                       vjps=_ConcatVJPs(), jvp_joint=_concat_jvp)
+
+
+def concatenate(arrays, axis=0):
+    arrays = [atleast_1d(_as_operand(a)) for a in arrays]
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    return _concatenate(*arrays, axis=axis)
+
+
+def stack(arrays, axis=0):
+    arrays = [_as_operand(a) for a in arrays]
+    n = _ndim(arrays[0]) + 1
+    return concatenate([expand_dims(a, axis % n) for a in arrays], axis=axis % n)
+
+
+def hstack(arrays):
+    arrays = [atleast_1d(_as_operand(a)) for a in arrays]
+    return concatenate(arrays, axis=0 if _ndim(arrays[0]) == 1 else 1)
+
+
+def vstack(arrays):
+    return concatenate([atleast_2d(_as_operand(a)) for a in arrays], axis=0)
+
+
+def array(obj, dtype=None):
+    """Like numpy.array, but a (nested) list holding nestad numbers becomes a nestad array."""
+    if isinstance(obj, Perturbed):
+        return obj
+    if isinstance(obj, (list, tuple)) and _holds_perturbed(obj):
+        return stack([array(o) if isinstance(o, (list, tuple)) else o for o in obj])
+    return _np.array(obj, dtype=dtype)
+
+
+asarray = array
+
+
+def _holds_perturbed(obj):
+    return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple)) else isinstance(o, Perturbed)
+                        for o in obj)
+
+
+def trace(a):
+    n = builtins.min(_shape(a)[-2:])
+    return sum(a[..., _np.arange(n), _np.arange(n)], axis=-1)
+
+
+def diagonal(a):
+    n = builtins.min(_shape(a)[-2:])
+    return a[..., _np.arange(n), _np.arange(n)]
+
+
+def cumsum(x, axis=None):
+    x = _as_operand(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    n = _shape(x)[axis]
+    tri = _np.triu(_np.ones((n, n)))            # tri[i, j] = 1 for i <= j
+    return swapaxes(matmul(swapaxes(x, axis, -1), tri), axis, -1)
+
+
+from . import linalg  # noqa: E402  (after the primitives it uses)
+from ._dispatch import install as _install  # noqa: E402
+
+_install()

@@ -1,0 +1,140 @@
+"""Plain numpy calls on nestad values, and array methods on ArrayBundle/ArrayTapeCell.
+
+``numpy.sin(x)`` or ``a @ x`` with a nestad value reaches ``__array_ufunc__``;
+``numpy.sum(x)`` reaches ``__array_function__``.  Both look the function up here and
+call nestad.numpy's version; a numpy function nestad does not know raises a TypeError
+naming it, instead of silently computing on primal values and dropping the derivative.
+"""
+import numpy as np
+
+from .. import numpy as anp
+from ..arrays import ArrayBundle, ArrayTapeCell
+from ..values import Perturbed, primal_value
+
+UFUNCS = {
+    np.add: anp.add, np.subtract: anp.subtract, np.multiply: anp.multiply,
+    np.true_divide: anp.divide, np.power: anp.power, np.negative: anp.negative,
+    np.positive: anp.positive, np.absolute: anp.absolute, np.sign: anp.sign,
+    np.exp: anp.exp, np.expm1: anp.expm1, np.log: anp.log, np.log1p: anp.log1p,
+    np.log2: anp.log2, np.log10: anp.log10, np.sqrt: anp.sqrt, np.cbrt: anp.cbrt,
+    np.square: anp.square, np.reciprocal: anp.reciprocal,
+    np.sin: anp.sin, np.cos: anp.cos, np.tan: anp.tan, np.arcsin: anp.arcsin,
+    np.arccos: anp.arccos, np.arctan: anp.arctan, np.arctan2: anp.arctan2,
+    np.sinh: anp.sinh, np.cosh: anp.cosh, np.tanh: anp.tanh, np.arcsinh: anp.arcsinh,
+    np.arccosh: anp.arccosh, np.arctanh: anp.arctanh, np.hypot: anp.hypot,
+    np.maximum: anp.maximum, np.minimum: anp.minimum, np.logaddexp: anp.logaddexp,
+    np.matmul: anp.matmul, np.remainder: anp.mod,
+    np.floor: anp.floor, np.ceil: anp.ceil, np.rint: anp.rint, np.trunc: anp.trunc,
+    np.floor_divide: anp.floor_divide,
+    np.less: anp.less, np.less_equal: anp.less_equal, np.greater: anp.greater,
+    np.greater_equal: anp.greater_equal, np.equal: anp.equal, np.not_equal: anp.not_equal,
+    np.isnan: lambda x: np.isnan(primal_value(x)),
+    np.isfinite: lambda x: np.isfinite(primal_value(x)),
+    np.isinf: lambda x: np.isinf(primal_value(x)),
+}
+
+FUNCTIONS = {
+    np.sum: anp.sum, np.mean: anp.mean, np.prod: anp.prod, np.max: anp.max, np.min: anp.min,
+    np.amax: anp.max, np.amin: anp.min,
+    np.dot: anp.dot, np.matmul: anp.matmul, np.einsum: anp.einsum, np.inner: anp.inner,
+    np.outer: anp.outer, np.vdot: anp.vdot, np.trace: anp.trace, np.diagonal: anp.diagonal,
+    np.reshape: anp.reshape, np.ravel: anp.ravel, np.transpose: anp.transpose,
+    np.swapaxes: anp.swapaxes, np.moveaxis: anp.moveaxis, np.expand_dims: anp.expand_dims,
+    np.squeeze: anp.squeeze, np.atleast_1d: anp.atleast_1d, np.atleast_2d: anp.atleast_2d,
+    np.concatenate: anp.concatenate, np.stack: anp.stack, np.hstack: anp.hstack,
+    np.vstack: anp.vstack, np.where: anp.where, np.clip: anp.clip,
+    np.broadcast_to: anp.broadcast_to, np.cumsum: anp.cumsum,
+    np.linalg.norm: anp.linalg.norm, np.linalg.solve: anp.linalg.solve,
+    np.linalg.inv: anp.linalg.inv, np.linalg.det: anp.linalg.det,
+    np.linalg.slogdet: anp.linalg.slogdet, np.linalg.cholesky: anp.linalg.cholesky,
+    np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
+    np.argmax: anp.argmax, np.argmin: anp.argmin, np.argsort: anp.argsort,
+    np.isnan: UFUNCS[np.isnan], np.isfinite: UFUNCS[np.isfinite],
+    np.zeros_like: lambda x, *a, **k: np.zeros_like(primal_value(x), *a, **k),
+    np.ones_like: lambda x, *a, **k: np.ones_like(primal_value(x), *a, **k),
+    np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
+}
+
+
+def _unsupported(name):
+    return TypeError(
+        f"numpy.{name} is not differentiable by nestad: calling it on a nestad value would "
+        "drop the derivative. Use a function of nestad.numpy (see its module docstring), or "
+        "nestad.primal_value(x) if you want the value without its derivative.")
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if kwargs.get('out') is not None:
+        raise TypeError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a nestad value "
+                        "into a plain array")
+    if method == '__call__':
+        fn = UFUNCS.get(ufunc)
+        if fn is None:
+            raise _unsupported(ufunc.__name__)
+        return fn(*inputs, **{k: v for k, v in kwargs.items() if k != 'out'})
+    if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
+        reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
+                   np.minimum: anp.min}[ufunc]
+        return reducer(inputs[0], axis=kwargs.get('axis', 0), keepdims=kwargs.get('keepdims', False))
+    raise _unsupported(f"{ufunc.__name__}.{method}")
+
+
+def _array_function(self, func, types, args, kwargs):
+    fn = FUNCTIONS.get(func)
+    if fn is None:
+        raise _unsupported(getattr(func, '__name__', repr(func)))
+    return fn(*args, **kwargs)
+
+
+def _reshape_method(self, *shape):
+    return anp.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose_method(self, *axes):
+    return anp.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+
+def _iter(self):
+    for i in range(len(self)):
+        yield self[i]
+
+
+def _len(self):
+    s = self.shape
+    if not s:
+        raise TypeError("len() of a 0-d nestad array")
+    return s[0]
+
+
+ARRAY_METHODS = dict(
+    __add__=lambda s, o: anp.add(s, o), __radd__=lambda s, o: anp.add(o, s),
+    __sub__=lambda s, o: anp.subtract(s, o), __rsub__=lambda s, o: anp.subtract(o, s),
+    __mul__=lambda s, o: anp.multiply(s, o), __rmul__=lambda s, o: anp.multiply(o, s),
+    __truediv__=lambda s, o: anp.divide(s, o), __rtruediv__=lambda s, o: anp.divide(o, s),
+    __pow__=lambda s, o: anp.power(s, o), __rpow__=lambda s, o: anp.power(o, s),
+    __matmul__=lambda s, o: anp.matmul(s, o), __rmatmul__=lambda s, o: anp.matmul(o, s),
+    __mod__=lambda s, o: anp.mod(s, o), __rmod__=lambda s, o: anp.mod(o, s),
+    __floordiv__=lambda s, o: anp.floor_divide(s, o),
+    __rfloordiv__=lambda s, o: anp.floor_divide(o, s),
+    __neg__=lambda s: anp.multiply(s, -1.0), __pos__=lambda s: s,
+    __abs__=lambda s: anp.absolute(s),
+    __getitem__=lambda s, i: anp.getitem(s, i), __iter__=_iter, __len__=_len,
+    reshape=_reshape_method, transpose=_transpose_method, ravel=lambda s: anp.ravel(s),
+    flatten=lambda s: anp.ravel(s), squeeze=lambda s, axis=None: anp.squeeze(s, axis),
+    swapaxes=lambda s, a, b: anp.swapaxes(s, a, b),
+    sum=lambda s, axis=None, keepdims=False: anp.sum(s, axis, keepdims),
+    mean=lambda s, axis=None, keepdims=False: anp.mean(s, axis, keepdims),
+    prod=lambda s, axis=None, keepdims=False: anp.prod(s, axis, keepdims),
+    max=lambda s, axis=None, keepdims=False: anp.max(s, axis, keepdims),
+    min=lambda s, axis=None, keepdims=False: anp.min(s, axis, keepdims),
+    dot=lambda s, o: anp.dot(s, o),
+    T=property(lambda s: anp.transpose(s)),
+)
+
+
+def install():
+    Perturbed.__array_ufunc__ = _array_ufunc
+    Perturbed.__array_function__ = _array_function
+    for cls in (ArrayBundle, ArrayTapeCell):
+        for name, fn in ARRAY_METHODS.items():
+            setattr(cls, name, fn)
