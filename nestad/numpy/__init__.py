@@ -415,10 +415,22 @@ def _index_with_batch(idx, nb):
     return (slice(None),) * nb + idx
 
 
+def _is_basic(index):
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, _np.integer, slice)) for p in parts)
+
+
 def _scatter_plain(g, index, shape):
-    out = _np.zeros(shape, dtype=_np.result_type(g, float))
-    _np.add.at(out, index, g)
-    return out
+    """zeros(shape) with g added at ``index`` (entries hit twice get both)."""
+    dtype = _np.result_type(g, float)
+    if _is_basic(index):                 # a basic index never selects an entry twice
+        out = _np.zeros(shape, dtype=dtype)
+        out[index] = g
+        return out
+    size = int(_np.prod(shape))
+    flat = _np.arange(size).reshape(shape)[index]
+    g = _np.broadcast_to(g, flat.shape)
+    return _np.bincount(flat.ravel(), weights=g.ravel(), minlength=size).reshape(shape).astype(dtype)
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
