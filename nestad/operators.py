@@ -18,7 +18,7 @@ import numpy as np
 
 from . import perturbation
 from .arrays import make_bundle, make_cell
-from .errors import InvalidInputError, NonScalarOutputError
+from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate
 from .structures import flatten
@@ -140,10 +140,14 @@ def _basis(leaves):
 
 
 def _columns(t, n, out_shape):
-    """A batched output tangent as an (n,) + out_shape array (0.0 means independent)."""
-    if isinstance(t, Perturbed) or np.shape(t) == (n,) + out_shape:
+    """A batched output tangent as an (n,) + out_shape array.  An output that does not
+    depend on the inputs has an unbatched zero tangent; it is spread over the batch."""
+    if np.shape(primal_value(t)) == (n,) + out_shape:
         return t
-    return np.broadcast_to(t, (n,) + out_shape) if np.ndim(t) == 0 else t
+    if isinstance(t, Perturbed) or np.any(np.asarray(t) != 0):
+        raise NestadError(f"internal error: an output tangent of shape {np.shape(primal_value(t))} "
+                          f"lost its batch axis of {n} directions; please report this")
+    return np.zeros((n,) + out_shape)
 
 
 def gradient_f(f, argnums=0):

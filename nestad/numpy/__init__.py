@@ -73,10 +73,21 @@ def _sum_to_plain(x, shape):
     return _np.reshape(_np.sum(x, axis=axes), shape)
 
 
+def _sum_to_jvp(t, x, out, shape):
+    # Sum the same axes of the tangent, counted after its batch axes.
+    nb = _nbatch(t, x)
+    xs = _shape(x)
+    lead = len(xs) - len(shape)
+    axes = tuple(range(nb, nb + lead)) + tuple(
+        nb + lead + i for i, s in enumerate(shape) if s == 1 and xs[lead + i] != 1)
+    r = _sum(t, axis=axes, keepdims=True) if axes else t
+    return reshape(r, _shape(t)[:nb] + tuple(shape))
+
+
 # sum_to: sum a broadcast value back to ``shape`` (the adjoint of broadcast_to).
 _sum_to = _define(
     'sum_to', _sum_to_plain,
-    jvps=(lambda t, x, out, shape: _sum_to(t, shape=_shape(t)[:_nbatch(t, x)] + tuple(shape)),),
+    jvps=(_sum_to_jvp,),
     vjps=(lambda g, x, out, shape: broadcast_to(g, _shape(x)),))
 
 
@@ -85,9 +96,18 @@ def sum_to(x, shape):
     return x if _shape(x) == shape else _sum_to(x, shape=shape)
 
 
+def _broadcast_to_jvp(t, x, out, shape):
+    # New leading axes of the result go after the tangent's batch axes.
+    nb = _nbatch(t, x)
+    missing = len(shape) - _ndim(x)
+    if nb and missing:
+        t = reshape(t, _shape(t)[:nb] + (1,) * missing + _shape(x))
+    return broadcast_to(t, _shape(t)[:nb] + tuple(shape))
+
+
 _broadcast_to = _define(
     'broadcast_to', lambda x, shape: _np.broadcast_to(x, shape),
-    jvps=(lambda t, x, out, shape: broadcast_to(t, _shape(t)[:_nbatch(t, x)] + tuple(shape)),),
+    jvps=(_broadcast_to_jvp,),
     vjps=(lambda g, x, out, shape: sum_to(g, _shape(x)),))
 
 
@@ -410,9 +430,23 @@ def clip(x, a_min, a_max):
     return out
 
 
-def _index_with_batch(idx, nb):
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    return (slice(None),) * nb + idx
+def _full_index(index, ndim):
+    """``index`` as a tuple with any Ellipsis spelled out for an ndim-array, so that extra
+    trailing axes (batch axes moved to the end) are left alone by it."""
+    index = index if isinstance(index, tuple) else (index,)
+    if not builtins.any(i is Ellipsis for i in index):
+        return index
+    used = builtins.sum(1 if i is not None and not (isinstance(i, _np.ndarray) and i.dtype == bool)
+                        else (i.ndim if i is not None else 0) for i in index if i is not Ellipsis)
+    k = [j for j, i in enumerate(index) if i is Ellipsis][0]
+    return index[:k] + (slice(None),) * (ndim - used) + index[k + 1:]
+
+
+def moveaxis_n(t, nb, last):
+    """Move the first nb axes to the end (last=True) or the last nb axes to the front."""
+    n = _ndim(t)
+    axes = list(range(nb, n)) + list(range(nb)) if last else list(range(n - nb, n)) + list(range(n - nb))
+    return transpose(t, axes)
 
 
 def _is_basic(index):
@@ -433,17 +467,32 @@ def _scatter_plain(g, index, shape):
     return _np.bincount(flat.ravel(), weights=g.ravel(), minlength=size).reshape(shape).astype(dtype)
 
 
-# _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
-_scatter = _define(
-    'scatter_add', _scatter_plain,
-    jvps=(lambda t, g, out, index, shape: _scatter(
-        t, index=_index_with_batch(index, _nbatch(t, g)), shape=_shape(t)[:_nbatch(t, g)] + tuple(shape)),),
-    vjps=(lambda h, g, out, index, shape: _getitem(h, index=index),))
+# Under batch axes, index (or scatter) with the batch axes moved to the end, where no
+# index can touch or displace them, then move them back to the front.
+def _getitem_jvp(t, x, out, index):
+    nb = _nbatch(t, x)
+    if nb == 0:
+        return _getitem(t, index=index)
+    r = _getitem(moveaxis_n(t, nb, last=True), index=_full_index(index, _ndim(x)))
+    return moveaxis_n(r, nb, last=False)
 
-_getitem = _define(
-    'getitem', lambda x, index: x[index],
-    jvps=(lambda t, x, out, index: t[_index_with_batch(index, _nbatch(t, x))],),
-    vjps=(lambda g, x, out, index: _scatter(g, index=index, shape=_shape(x)),))
+
+def _scatter_jvp(t, g, out, index, shape):
+    nb = _nbatch(t, g)
+    if nb == 0:
+        return _scatter(t, index=index, shape=shape)
+    batch = _shape(t)[:nb]
+    r = _scatter(moveaxis_n(t, nb, last=True), index=_full_index(index, len(shape)),
+                 shape=tuple(shape) + batch)
+    return moveaxis_n(r, nb, last=False)
+
+
+# _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
+_scatter = _define('scatter_add', _scatter_plain, jvps=(_scatter_jvp,),
+                   vjps=(lambda h, g, out, index, shape: _getitem(h, index=index),))
+
+_getitem = _define('getitem', lambda x, index: x[index], jvps=(_getitem_jvp,),
+                   vjps=(lambda g, x, out, index: _scatter(g, index=index, shape=_shape(x)),))
 
 
 def _plain_index(index):
@@ -497,11 +546,10 @@ def mean(x, axis=None, keepdims=False):
 
 def _prod_others(x, axis):
     """For each entry, the product of the other entries along ``axis``, from lifted
-    operations and without dividing by zero: with p the product of the non-zero
-    entries and z the product of the zero entries (1 if none), an entry x_i != 0 gets
-    p * z / x_i, and a zero entry gets p if it is the only zero of its slice, else 0.
-    (At two or more zeros in a slice the first derivative is exact; the second treats
-    the other zeros as constants.)"""
+    operations and without dividing by zero.  With p the product of the non-zero entries,
+    z the product of the zero entries (1 if none) and k the number of zeros in the slice:
+    a non-zero entry gets p z / x_i; a zero entry gets p if k == 1, p * (the other zero)
+    if k == 2, and 0 if k > 2.  Values, first and second derivatives are exact."""
     axes = _neg_axes(axis, _ndim(x))
     zero = primal_value(x) == 0
     if not _np.any(zero):
@@ -509,8 +557,10 @@ def _prod_others(x, axis):
     safe = where(zero, 1.0, x)
     p = prod(safe, axis=axes, keepdims=True)
     z = prod(where(zero, x, 1.0), axis=axes, keepdims=True)
-    single = _np.sum(zero, axis=axes, keepdims=True) == 1
-    return where(zero, where(single, p, 0.0), p * z / safe)
+    k = _np.sum(zero, axis=axes, keepdims=True)
+    other_zero = sum(where(zero, x, 0.0), axis=axes, keepdims=True) - x   # k == 2 only
+    at_zero = where(k == 1, p, where(k == 2, p * other_zero, 0.0))
+    return where(zero, at_zero, p * z / safe)
 
 
 _prod = _define(
@@ -560,26 +610,26 @@ def logsumexp(x, axis=None, keepdims=False):
 
 # ---------------------------------------------------------------- products
 
-def _matmul_jvp_a(t, a, b, out):
-    ta = expand_dims(t, -2) if _ndim(a) == 1 else t
-    b2 = expand_dims(b, -1) if _ndim(b) == 1 else b
-    r = matmul(ta, b2)
-    if _ndim(b) == 1:
-        r = squeeze(r, -1)
-    if _ndim(a) == 1:
-        r = squeeze(r, -2 if _ndim(b) != 1 else -1)
-    return r
-
-
-def _matmul_jvp_b(t, a, b, out):
-    a2 = expand_dims(a, -2) if _ndim(a) == 1 else a
-    tb = expand_dims(t, -1) if _ndim(b) == 1 else t
-    r = matmul(a2, tb)
-    if _ndim(b) == 1:
-        r = squeeze(r, -1)
-    if _ndim(a) == 1:
-        r = squeeze(r, -2 if _ndim(b) != 1 else -1)
-    return r
+def _matmul_jvp(k):
+    """JVP for operand k of matmul: promote 1-D operands to matrices as matmul does, give
+    the tangent the result's stack rank (singletons after its batch axes), multiply, and
+    drop the promoted axes again."""
+    def jvp(t, a, b, out):
+        a2 = expand_dims(a, -2) if _ndim(a) == 1 else a
+        b2 = expand_dims(b, -1) if _ndim(b) == 1 else b
+        x, x2 = (a, a2) if k == 0 else (b, b2)
+        nb = _nbatch(t, x)
+        t2 = reshape(t, _shape(t)[:nb] + _shape(x2))
+        missing = builtins.max(_ndim(a2), _ndim(b2)) - _ndim(x2)
+        if nb and missing > 0:
+            t2 = reshape(t2, _shape(t)[:nb] + (1,) * missing + _shape(x2))
+        r = matmul(t2, b2) if k == 0 else matmul(a2, t2)
+        if _ndim(b) == 1:
+            r = squeeze(r, -1)
+        if _ndim(a) == 1:
+            r = squeeze(r, -2 if _ndim(b) != 1 else -1)
+        return r
+    return jvp
 
 
 def _as_matrices(g, a, b):
@@ -604,7 +654,7 @@ def _matmul_vjp_b(g, a, b, out):
     return reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), _shape(b2)), _shape(b))
 
 
-_matmul = _define('matmul', _np.matmul, jvps=(_matmul_jvp_a, _matmul_jvp_b),
+_matmul = _define('matmul', _np.matmul, jvps=(_matmul_jvp(0), _matmul_jvp(1)),
                   vjps=(_matmul_vjp_a, _matmul_vjp_b))
 
 
@@ -660,7 +710,7 @@ def _einsum_jvp(k):
     def jvp(t, *ops, out, spec):
         ins, res = _parse_einsum(spec, len(ops))
         nb = _nbatch(t, ops[k])
-        batch = _LETTERS[:nb]
+        batch = ''.join(c for c in _LETTERS if c not in spec)[:nb]     # letters free in spec
         new_ins = [batch + s if i == k else s for i, s in enumerate(ins)]
         new_ops = [t if i == k else o for i, o in enumerate(ops)]
         return _einsum(*new_ops, spec=','.join(new_ins) + '->' + batch + res)

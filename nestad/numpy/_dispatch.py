@@ -132,7 +132,17 @@ ARRAY_METHODS = dict(
 )
 
 
+def _array(self, dtype=None, copy=None):
+    # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
+    # object array and compute without the derivative.
+    raise TypeError(
+        "converting a nestad value to a plain numpy array would drop its derivative "
+        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x)). Use nestad.numpy "
+        "functions or the @ operator (nestad.numpy.array builds arrays of nestad numbers).")
+
+
 def install():
+    Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
     Perturbed.__array_function__ = _array_function
     for cls in (ArrayBundle, ArrayTapeCell):

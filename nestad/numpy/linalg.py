@@ -33,38 +33,33 @@ def norm(x, ord=None, axis=None, keepdims=False):
     return anp.sqrt(anp.sum(x * x, axis=axis, keepdims=keepdims))
 
 
-def _solve_plain(a, b):
-    return _np.linalg.solve(a, b)
+def _aligned(t, x, out):
+    """Tangent t of x with singletons after its batch axes up to the output's rank, so
+    that stacks of matrices broadcast against the output's stack axes."""
+    nb = anp._nbatch(t, x)
+    missing = anp._ndim(out) - anp._ndim(x)
+    if nb and missing > 0:
+        return anp.reshape(t, anp._shape(t)[:nb] + (1,) * missing + anp._shape(x))
+    return t
 
 
+# _solve: A X = B for stacks of matrices A (..., M, M) and B (..., M, K), broadcasting.
+_solve = _define(
+    'solve', _np.linalg.solve,
+    # dX = A^-1 (dB - dA X)
+    (lambda t, a, b, out: _solve(a, -anp.matmul(_aligned(t, a, out), out)),
+     lambda t, a, b, out: _solve(a, _aligned(t, b, out))),
+    # Bbar = A^-T Xbar, Abar = -Bbar X^T
+    (lambda g, a, b, out: anp.sum_to(-anp.matmul(_solve(_mT(a), g), _mT(out)), anp._shape(a)),
+     lambda g, a, b, out: anp.sum_to(_solve(_mT(a), g), anp._shape(b))))
 
 
-def _solve_jvp_a(t, a, b, out):
-    # d x = A^-1 (db - dA x)
+def solve(a, b):
+    """numpy.linalg.solve: a vector right-hand side (b.ndim == 1) or stacks of matrices."""
     if anp._ndim(b) == 1:
-        rhs = -anp.matmul(t, out)                 # (batch..., n)
-        return _mT(solve(a, _mT(rhs))) if anp._ndim(rhs) > 1 else solve(a, rhs)
-    return solve(a, -anp.matmul(t, out))
+        return anp.squeeze(_solve(a, anp.expand_dims(b, -1)), -1)
+    return _solve(a, b)
 
-
-def _solve_jvp_b(t, a, b, out):
-    if anp._ndim(b) == 1 and anp._ndim(t) > 1:
-        return _mT(solve(a, _mT(t)))
-    return solve(a, t)
-
-
-def _solve_vjp_a(g, a, b, out):
-    gb = solve(_mT(a), g)
-    if anp._ndim(b) == 1:
-        return -anp.outer(gb, out)
-    return -anp.matmul(gb, _mT(out))
-
-
-def _solve_vjp_b(g, a, b, out):
-    return solve(_mT(a), g)
-
-
-solve = _define('solve', _solve_plain, (_solve_jvp_a, _solve_jvp_b), (_solve_vjp_a, _solve_vjp_b))
 
 inv = _define(
     'inv', _np.linalg.inv,
@@ -102,8 +97,9 @@ def _phi(x):
 
 
 def _chol_jvp(t, a, out):
-    # dL = L phi(L^-1 dA L^-T)
+    # dL = L phi(L^-1 dA L^-T), with dA symmetrised (the factor is a function of sym(A))
     linv = inv(out)
+    t = 0.5 * (t + _mT(t))
     return anp.matmul(out, _phi(anp.matmul(anp.matmul(linv, t), _mT(linv))))
 
 
@@ -114,4 +110,7 @@ def _chol_vjp(g, a, out):
     return 0.5 * (s + _mT(s))
 
 
-cholesky = _define('cholesky', _np.linalg.cholesky, (_chol_jvp,), (_chol_vjp,))
+# The factor is taken of sym(A) = (A + A^T)/2, as JAX does: numpy reads one triangle only,
+# so without this the two modes would differentiate different functions.
+cholesky = _define('cholesky', lambda a: _np.linalg.cholesky(0.5 * (a + _np.swapaxes(a, -1, -2))),
+                   (_chol_jvp,), (_chol_vjp,))
