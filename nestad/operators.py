@@ -20,7 +20,7 @@ from . import perturbation
 from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
-from .reverse import backpropagate
+from .reverse import backpropagate, gc_paused
 from .structures import flatten
 from .values import Bundle, Perturbed, primal_value
 
@@ -203,13 +203,14 @@ def _value_and_gradient(f, argnums, args, op):
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
-        cells = [make_cell(tag, x, ()) for x in leaves]
-        out = f(*_replace(args, nums, treedef.build(cells)))
-        _check_scalar(out, op)
-        value = primal_of(tag, out, op)
-        sens = backpropagate((out,), (1.0,), tag)
-        grads = [_checked(sens.get(c.id), op) if c.id in sens else _zero_like(x)
-                 for c, x in zip(cells, leaves)]
+        with gc_paused():
+            cells = [make_cell(tag, x, ()) for x in leaves]
+            out = f(*_replace(args, nums, treedef.build(cells)))
+            _check_scalar(out, op)
+            value = primal_of(tag, out, op)
+            sens = backpropagate((out,), (1.0,), tag)
+            grads = [_checked(sens.get(c.id), op) if c.id in sens else _zero_like(x)
+                     for c, x in zip(cells, leaves)]
     finally:
         perturbation.retire(tag)
     result = treedef.build(grads)
@@ -240,8 +241,9 @@ def vjp(f, *primals):
     leaves, treedef = _leaves_of(primals, op, "primals")
     tag = perturbation.fresh()
     try:
-        cells = [make_cell(tag, x, ()) for x in leaves]
-        out = f(*treedef.build(cells))
+        with gc_paused():
+            cells = [make_cell(tag, x, ()) for x in leaves]
+            out = f(*treedef.build(cells))
         out_leaves, out_def, _ = flatten(out)
         value = primal_of(tag, out, op)
     finally:

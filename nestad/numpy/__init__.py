@@ -544,23 +544,35 @@ def mean(x, axis=None, keepdims=False):
     return sum(x, axis, keepdims) / n
 
 
+def _exclusive_cumprod(y):
+    """prod_{j<i} y_j along the last axis, by a log-depth scan of lifted multiplies (no
+    division, so exact at zeros and at every order of differentiation)."""
+    n = _shape(y)[-1]
+    ones = _np.ones(_shape(y)[:-1] + (1,))
+    p, d = y, 1
+    while d < n:
+        pad = _np.ones(_shape(y)[:-1] + (d,))
+        p = p * concatenate([pad, p[..., :n - d]], axis=-1)
+        d *= 2
+    return concatenate([ones, p[..., :n - 1]], axis=-1)
+
+
 def _prod_others(x, axis):
-    """For each entry, the product of the other entries along ``axis``, from lifted
-    operations and without dividing by zero.  With p the product of the non-zero entries,
-    z the product of the zero entries (1 if none) and k the number of zeros in the slice:
-    a non-zero entry gets p z / x_i; a zero entry gets p if k == 1, p * (the other zero)
-    if k == 2, and 0 if k > 2.  Values, first and second derivatives are exact."""
-    axes = _neg_axes(axis, _ndim(x))
-    zero = primal_value(x) == 0
-    if not _np.any(zero):
+    """For each entry, the product of the other entries along ``axis``.  Away from zeros
+    this is prod / x; with zeros, the exclusive prefix product times the exclusive suffix
+    product, so values and derivatives of every order stay exact."""
+    nd_ = _ndim(x)
+    axes = _neg_axes(axis, nd_)
+    if not _np.any(primal_value(x) == 0):
         return prod(x, axis=axes, keepdims=True) / x
-    safe = where(zero, 1.0, x)
-    p = prod(safe, axis=axes, keepdims=True)
-    z = prod(where(zero, x, 1.0), axis=axes, keepdims=True)
-    k = _np.sum(zero, axis=axes, keepdims=True)
-    other_zero = sum(where(zero, x, 0.0), axis=axes, keepdims=True) - x   # k == 2 only
-    at_zero = where(k == 1, p, where(k == 2, p * other_zero, 0.0))
-    return where(zero, at_zero, p * z / safe)
+    reduced = [a % nd_ for a in axes]
+    kept = [a for a in range(nd_) if a not in reduced]
+    perm = kept + reduced
+    xs = _shape(x)
+    y = reshape(transpose(x, perm), tuple(xs[a] for a in kept) + (-1,))
+    others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
+    others = reshape(others, tuple(xs[a] for a in perm))
+    return transpose(others, tuple(_np.argsort(perm)))
 
 
 _prod = _define(
