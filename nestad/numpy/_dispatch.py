@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import numpy as anp
 from ..arrays import ArrayBundle, ArrayTapeCell
-from ..values import Perturbed, primal_value
+from ..values import Bundle, Perturbed, TapeCell, primal_value
 
 UFUNCS = {
     np.add: anp.add, np.subtract: anp.subtract, np.multiply: anp.multiply,
@@ -141,6 +141,12 @@ def _array(self, dtype=None, copy=None):
         "functions or the @ operator (nestad.numpy.array builds arrays of nestad numbers).")
 
 
+# Scalar nestad values answer the same non-arithmetic methods as numpy scalars do
+# (x.sum(), x.reshape(1)); their arithmetic keeps the scalar fast paths.
+SCALAR_METHODS = ('reshape', 'transpose', 'ravel', 'flatten', 'squeeze', 'sum', 'mean', 'prod',
+                  'max', 'min', 'dot', 'T')
+
+
 def install():
     Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
@@ -148,3 +154,6 @@ def install():
     for cls in (ArrayBundle, ArrayTapeCell):
         for name, fn in ARRAY_METHODS.items():
             setattr(cls, name, fn)
+    for cls in (Bundle, TapeCell):
+        for name in SCALAR_METHODS:
+            setattr(cls, name, ARRAY_METHODS[name])
