@@ -151,29 +151,15 @@ def _columns(t, n, out_shape):
 
 
 def gradient_f(f, argnums=0):
-    """The gradient of a real-valued ``f`` by forward mode, in one batched pass."""
+    """The gradient of a real-valued ``f`` by forward mode, in one batched pass: the
+    Jacobian of a scalar function, whose blocks have the inputs' shapes."""
     op = "gradient_f"
 
-    @functools.wraps(f)
-    def grad_f(*args):
-        nums, many = _argnums(argnums, len(args), op)
-        leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
-        tangents, shapes, sizes, n = _basis(leaves)
-
-        def g(*chosen):
-            out = f(*_replace(args, nums, chosen))
-            _check_scalar(out, op)
-            return out
-        _, t = _push(g, leaves, treedef, tangents, op)
-        t = _columns(t, n, ())
-        grads, start = [], 0
-        for s, k in zip(shapes, sizes):
-            block = _reshape(t[start:start + k], s)
-            grads.append(block)
-            start += k
-        result = treedef.build(grads)
-        return result if many else result[0]
-    return grad_f
+    def checked(*args):
+        out = f(*args)
+        _check_scalar(out, op)
+        return out
+    return functools.wraps(f)(jacobian_f(checked, argnums))
 
 
 def _reshape(x, shape):
