@@ -181,3 +181,56 @@ def test_self_application_agrees_with_hand_expansion(x, y, k):
     # fh(fh(sin))(y) = k * d/du [k cos(k x + u)] at u = k x + y = -k^2 sin(2 k x + y).
     fh = derivative(lambda x_: lambda g: lambda y_: g(k * x_ + y_))(x)
     assert fh(fh(nd.sin))(y) == pytest.approx(-k * k * math.sin(2 * k * x + y), rel=1e-10, abs=1e-12)
+
+
+# ---------------------------------------------------------------- DVL's amazing-bug files
+# Expected values from axch/dysvunctional-language, dvl/examples/amazing-bug-2..5.dvl and
+# non-bug.dvl.  A pair of functions and the same pair Church-encoded have *different*
+# derivatives (amazing-bug-3 explains why: adding Church pairs respects the non-linearity
+# of the continuation), and nestad must reproduce both.
+
+def _f_pair(x):
+    return (lambda y: nd.sin(x * y), lambda g: lambda z: g(x + z))
+
+
+def test_dvl_amazing_bug_2_pair_of_functions():
+    g_hat, f_hat = derivative(_f_pair)(3)
+    # (cos(3y) - 3y sin(3y)) at y = 3.14159 + 3
+    assert f_hat(g_hat)(3.14159) == pytest.approx(8.504448924508122, rel=1e-14)
+
+
+def test_dvl_amazing_bug_3_church_pair():
+    f = lambda x: lambda recipient: recipient(*_f_pair(x))
+    got = derivative(f)(3)(lambda g_hat, f_hat: f_hat(g_hat)(3.14159))
+    assert got == pytest.approx(8.32914929893078, rel=1e-14)     # cos(3y)(3 + y)
+
+
+@pytest.mark.parametrize('D', [derivative, gradient_r])
+def test_dvl_amazing_bug_4_arguments_flipped(D):
+    f = lambda recipient: lambda x: recipient(*_f_pair(x))
+    recip = lambda g_hat, f_hat: f_hat(g_hat)(3.14159)
+    assert D(f(recip))(3.0) == pytest.approx(8.32914929893078, rel=1e-14)
+
+
+church_output = lambda f: lambda x: lambda recipient: recipient(f(x))
+flip = lambda f: lambda x: lambda y: f(y)(x)
+square = lambda x: x * x
+
+
+@pytest.mark.parametrize('D', [derivative, gradient_r])
+def test_dvl_amazing_bug_5_church_output(D):
+    assert square(D(nd.sin)(1.0)) == pytest.approx(0.2919265817264289, rel=1e-15)
+    assert derivative(church_output(nd.sin))(1.0)(square) == pytest.approx(0.9092974268256818, rel=1e-15)
+    assert D(flip(church_output(nd.sin))(square))(1.0) == pytest.approx(0.9092974268256818, rel=1e-15)
+
+
+def test_dvl_non_bug_church_encoded_directional_derivative():
+    c_cons = lambda a, d: lambda r: r(a, d)
+    c_car = lambda c: c(lambda a, d: a)
+    c_cdr = lambda c: c(lambda a, d: d)
+    c_add = lambda u, v: c_cons(c_car(u) + c_car(v), c_cdr(u) + c_cdr(v))
+    c_scale = lambda r, v: c_cons(r * c_car(v), r * c_cdr(v))
+    f = lambda pt: c_cons(c_car(pt) + c_cdr(pt), c_car(pt) * c_cdr(pt))
+    x, direction = c_cons(7.0, 11.0), c_cons(2.0, 3.0)
+    dd = derivative(lambda dist: f(c_add(x, c_scale(dist, direction))))(0.0)
+    assert dd(lambda a, d: (a, d)) == (5.0, 43.0)
