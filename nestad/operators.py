@@ -16,6 +16,7 @@ from numbers import Real
 
 import numpy as np
 
+from . import numpy as anp
 from . import perturbation
 from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
@@ -165,8 +166,7 @@ def gradient_f(f, argnums=0):
 def _reshape(x, shape):
     """Reshape a (possibly perturbed) block; a 0-d block becomes a scalar."""
     if isinstance(x, Perturbed):
-        from . import numpy as anp
-        return anp.reshape(x, shape) if shape else anp.reshape(x, ())
+        return anp.reshape(x, shape)
     x = np.reshape(x, shape)
     return x[()] if shape == () else x
 
@@ -277,7 +277,6 @@ def jacobian_f(f, argnums=0):
 
         def block(i, j):
             cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
-            from . import numpy as anp
             moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
             return _reshape(moved, out_shapes[i] + shapes[j])
         return _assemble(out_def, out_shapes, treedef, shapes, block, many)
@@ -314,7 +313,6 @@ def jacobian_r(f, argnums=0):
         def block(i, j):
             chunk = rows[j][starts[i]:starts[i + 1]]
             if any(isinstance(g, Perturbed) for g in chunk):
-                from . import numpy as anp
                 return _reshape(anp.stack([anp.array(g) for g in chunk]), out_shapes[i] + in_shapes[j])
             return _reshape(np.array(chunk, dtype=float), out_shapes[i] + in_shapes[j])
         return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
