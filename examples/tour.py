@@ -2,6 +2,8 @@
 next to the value it must have."""
 import math
 
+import numpy as np
+
 import nestad as nd
 from nestad import derivative, gradient_r
 
@@ -54,7 +56,17 @@ x_star = nd.primal_value(argmin(a))
 # implicit function theorem: dx*/da = 2 / (2 + 12 x*^2)
 show("d argmin / da at a=1 (through the solver)", derivative(argmin)(a), 2 / (2 + 12 * x_star ** 2))
 
-print("6. Bad input is refused, not silently wrong")
+print("6. NumPy arrays: plain numpy calls differentiate")
+A = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.2]])
+x0 = np.array([0.3, -0.4])
+g = gradient_r(lambda x: np.sum(np.tanh(A @ x)))(x0)
+want = A.T @ (1 - np.tanh(A @ x0) ** 2)
+show("gradient_r(sum(tanh(A @ x)))[1]", g[1], want[1])
+H = nd.hessian(lambda x: nd.numpy.logsumexp(A @ x))(x0)
+p = np.exp(A @ x0) / np.sum(np.exp(A @ x0))
+show("hessian(logsumexp(A @ x))[0][1]", H[0, 1], (A.T @ (np.diag(p) - np.outer(p, p)) @ A)[0, 1])
+
+print("7. Bad input is refused, not silently wrong")
 try:
     gradient_r(lambda v: [v[0], v[1]])([1.0, 2.0])
 except nd.NonScalarOutputError as e:
