@@ -26,7 +26,7 @@ from . import perturbation
 from .arrays import VJP, make_bundle, make_cell
 from .errors import EscapedPerturbationError, InvalidInputError, NestadError
 from .reverse import topological_order
-from .structures import flatten
+from .structures import flatten, leaf_paths
 from .values import Bundle, Perturbed, TapeCell
 
 TANGENT, PRIMAL = True, False
@@ -45,14 +45,14 @@ def primal_of(tag, y, op="derivative"):
 def _extract(tag, y, part, op):
     if isinstance(y, Bundle) and y.tag == tag:      # the common case: one number or array
         return _checked(y.tangent if part else y.primal, op)
-    leaves, treedef, paths = flatten(y)
+    leaves, treedef = flatten(y)
     memo = _Memo()
     out = []
-    for x, path in zip(leaves, paths):
+    for k, x in enumerate(leaves):
         if not isinstance(x, (Perturbed, Real, np.ndarray)) and not callable(x):
             raise InvalidInputError(
-                f"{op}: output{path} is a {type(x).__name__} ({x!r:.60}); a differentiated "
-                "function must return numbers, functions, or structures of them.")
+                f"{op}: output{leaf_paths(y)[k]} is a {type(x).__name__} ({x!r:.60}); a "
+                "differentiated function must return numbers, functions, or structures of them.")
         out.append(_checked(_part(tag, x, part, memo), op))
     return treedef.build(out)
 
@@ -196,7 +196,7 @@ class RenamedFunction:
 
 def rename(a, b, y):
     """Swap perturbations ``a`` < ``b`` (adjacent tags of one run) throughout ``y``."""
-    leaves, treedef, _ = flatten(y)
+    leaves, treedef = flatten(y)
     memo = {}
     new = [_rename(a, b, x, memo) for x in leaves]
     if all(n is x for n, x in zip(new, leaves)):

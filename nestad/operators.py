@@ -22,7 +22,7 @@ from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
-from .structures import flatten
+from .structures import flatten, leaf_paths
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -41,10 +41,18 @@ def _check_number(x, op, what):
 
 
 def _leaves_of(tree, op, name):
-    leaves, treedef, paths = flatten(tree)
-    for x, p in zip(leaves, paths):
-        _check_number(x, op, f"{name}{p}")
+    leaves, treedef = flatten(tree)
+    for k, x in enumerate(leaves):
+        if not _is_number(x):
+            _check_number(x, op, f"{name}{leaf_paths(tree)[k]}")   # raises, naming the path
+        elif isinstance(x, Perturbed):
+            _checked(x, op)
     return leaves, treedef
+
+
+def _is_number(x):
+    return (isinstance(x, (Real, Perturbed))
+            or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'))
 
 
 def _argnums(argnums, nargs, op):
@@ -64,9 +72,16 @@ def _replace(args, nums, chosen):
     return args
 
 
+def _shape_of(x):
+    """The shape of x's value; () for plain real scalars without asking numpy."""
+    v = primal_value(x)
+    return () if isinstance(v, Real) else np.shape(v)
+
+
 def _zero_like(x):
     """The sensitivity of an input nothing depended on."""
-    return np.zeros(np.shape(primal_value(x))) if np.ndim(primal_value(x)) else 0.0
+    shape = _shape_of(x)
+    return np.zeros(shape) if shape else 0.0
 
 
 # ---------------------------------------------------------------- forward mode
@@ -80,7 +95,7 @@ def derivative(f):
     @functools.wraps(f)
     def df(x):
         _check_number(x, "derivative", "the argument")
-        if np.ndim(primal_value(x)) != 0:
+        if _shape_of(x) != ():
             raise InvalidInputError("derivative(f)(x) takes a real number; for an array x use "
                                     "jvp, directional_derivative or jacobian_f")
         tag = perturbation.fresh()
@@ -105,9 +120,9 @@ def jvp(f, primals, tangents):
     if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
         raise InvalidInputError("jvp: tangents must have the same structure as primals")
     for p, t in zip(p_leaves, t_leaves):
-        if np.shape(primal_value(p)) != np.shape(primal_value(t)):
-            raise InvalidInputError(f"jvp: a tangent of shape {np.shape(primal_value(t))} was given "
-                                    f"for a primal of shape {np.shape(primal_value(p))}")
+        if _shape_of(p) != _shape_of(t):
+            raise InvalidInputError(f"jvp: a tangent of shape {_shape_of(t)} was given "
+                                    f"for a primal of shape {_shape_of(p)}")
     return _push(f, p_leaves, p_def, t_leaves, op)
 
 
@@ -129,7 +144,7 @@ def directional_derivative(f, x, v):
 
 def _basis(leaves):
     """Tangents for all n input directions at once: leaf j gets shape (n,) + shape_j."""
-    shapes = [np.shape(primal_value(x)) for x in leaves]
+    shapes = [_shape_of(x) for x in leaves]
     sizes = [int(np.prod(s)) for s in shapes]
     n = sum(sizes)
     eye = np.eye(n)
@@ -152,8 +167,8 @@ def _columns(t, n, out_shape):
 
 
 def gradient_f(f, argnums=0):
-    """The gradient of a real-valued ``f`` by forward mode, in one batched pass: the
-    Jacobian of a scalar function, whose blocks have the inputs' shapes."""
+    """The gradient of a real-valued ``f`` by forward mode: the Jacobian of a scalar
+    function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
     op = "gradient_f"
 
     def checked(*args):
@@ -174,7 +189,7 @@ def _reshape(x, shape):
 # ---------------------------------------------------------------- reverse mode
 
 def _check_scalar(out, op):
-    if (isinstance(out, Perturbed) or isinstance(out, Real)) and np.ndim(primal_value(out)) == 0:
+    if isinstance(out, (Perturbed, Real)) and _shape_of(out) == ():
         return
     shape = getattr(primal_value(out), 'shape', None)
     described = f"{type(out).__name__}" + (f" of shape {shape}" if shape is not None else "")
@@ -230,7 +245,7 @@ def vjp(f, *primals):
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells))
-        out_leaves, out_def, _ = flatten(out)
+        out_leaves, out_def = flatten(out)
         value = primal_of(tag, out, op)
     finally:
         perturbation.retire(tag)
@@ -258,20 +273,49 @@ def _assemble(out_def, out_shapes, in_def, in_shapes, block, many):
     return out_def.build(rows)
 
 
+def _scalar_columns(g, leaves, treedef, op):
+    """Jacobian columns of g at scalar inputs, one forward pass per input with a plain
+    float tangent: for a few scalars this is several times cheaper than a batched pass
+    with array tangents, and it keeps results plain floats.  (value, columns)."""
+    if not leaves:
+        return g(*treedef.build(leaves)), []
+    value, columns = None, []
+    for j in range(len(leaves)):
+        tag = perturbation.fresh()
+        try:
+            seeded = list(leaves)
+            seeded[j] = Bundle(tag, leaves[j], 1.0)
+            out = g(*treedef.build(seeded))
+            if j == 0:
+                value = primal_of(tag, out, op)
+            columns.append(flatten(tangent_of(tag, out, op))[0])
+        finally:
+            perturbation.retire(tag)
+    return value, columns
+
+
 def jacobian_f(f, argnums=0):
-    """Jacobian by forward mode, all input directions in one batched pass.  The result
-    has the output's structure, each leaf the input's structure of blocks of shape
-    ``out.shape + in.shape``."""
+    """Jacobian by forward mode.  The result has the output's structure, each leaf the
+    input's structure of blocks of shape ``out.shape + in.shape``.  When an input is an
+    array, all input directions go through one batched pass; all-scalar inputs take one
+    scalar pass each."""
     op = "jacobian_f"
 
     @functools.wraps(f)
     def jac(*args):
         nums, many = _argnums(argnums, len(args), op)
         leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
+        g = lambda *c: f(*_replace(args, nums, c))   # noqa: E731
+        if all(_shape_of(x) == () for x in leaves):
+            value, columns = _scalar_columns(g, leaves, treedef, op)
+            out_leaves, out_def = flatten(value)
+            out_shapes = [_shape_of(y) for y in out_leaves]
+            return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
+                             lambda i, j: columns[j][i], many)
         tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(lambda *c: f(*_replace(args, nums, c)), leaves, treedef, tangents, op)
-        out_leaves, out_def, _ = flatten(value)
-        out_shapes = [np.shape(primal_value(y)) for y in out_leaves]
+        value, t = _push(g, leaves, treedef, tangents, op)
+        out_leaves, out_def = flatten(value)
+        out_shapes = [_shape_of(y) for y in out_leaves]
         t_leaves = [_columns(c, n, s) for c, s in zip(flatten(t)[0], out_shapes)]
         starts = np.cumsum([0] + sizes)
 
@@ -292,11 +336,11 @@ def jacobian_r(f, argnums=0):
         nums, many = _argnums(argnums, len(args), op)
         chosen = tuple(args[i] for i in nums)
         value, pullback = vjp(lambda *c: f(*_replace(args, nums, c)), *chosen)
-        out_leaves, out_def, _ = flatten(value)
-        out_shapes = [np.shape(primal_value(y)) for y in out_leaves]
+        out_leaves, out_def = flatten(value)
+        out_shapes = [_shape_of(y) for y in out_leaves]
         out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_leaves, in_def, _ = flatten(chosen)
-        in_shapes = [np.shape(primal_value(x)) for x in in_leaves]
+        in_leaves, in_def = flatten(chosen)
+        in_shapes = [_shape_of(x) for x in in_leaves]
         rows = [[] for _ in in_leaves]             # rows[j]: one input-shaped row per output entry
         for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
             for e in range(k):

@@ -13,11 +13,13 @@ Register another container with::
 import dataclasses
 
 _registry = {}
+_kinds = {}     # class -> (flatten, unflatten), or None for a leaf class: a cache
 
 
 def register_structure(cls, flatten, unflatten):
     """Teach nestad to look inside instances of ``cls`` (exact type match)."""
     _registry[cls] = (flatten, unflatten)
+    _kinds.pop(cls, None)
 
 
 def _namedtuple_unflatten(cls, children):
@@ -44,16 +46,19 @@ register_structure(dict, lambda d: (list(d.values()), list(d.keys())),
 
 
 def _node_kind(x):
-    """(flatten, unflatten, label) for a container, or None for a leaf."""
+    """(flatten, unflatten) for a container, or None for a leaf.  Decided once per class."""
     cls = type(x)
-    entry = _registry.get(cls)
-    if entry is not None:
-        return entry
-    if isinstance(x, tuple) and hasattr(cls, '_fields'):          # namedtuple
-        return (lambda t: (list(t), None), lambda aux, ch, _c=cls: _c(*ch))
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return (_dataclass_flatten, lambda names, ch, _c=cls: _dataclass_unflatten(_c, names, ch))
-    return None
+    try:
+        return _kinds[cls]
+    except KeyError:
+        pass
+    kind = _registry.get(cls)
+    if kind is None and issubclass(cls, tuple) and hasattr(cls, '_fields'):     # namedtuple
+        kind = (lambda t: (list(t), None), lambda aux, ch, _c=cls: _c(*ch))
+    elif kind is None and dataclasses.is_dataclass(cls):
+        kind = (_dataclass_flatten, lambda names, ch, _c=cls: _dataclass_unflatten(_c, names, ch))
+    _kinds[cls] = kind
+    return kind
 
 
 class TreeDef:
@@ -96,25 +101,32 @@ def _child_label(x, aux, i):
     return f"[{i}]"
 
 
-def flatten(tree, path="", leaves=None, paths=None):
-    """Leaves (depth-first), the TreeDef to rebuild, and each leaf's path for messages."""
-    if leaves is None:
-        leaves, paths = [], []
+def flatten(tree):
+    """The leaves of ``tree`` (depth-first) and the TreeDef that rebuilds it."""
+    leaves = []
+    return leaves, _flatten(tree, leaves)
+
+
+def _flatten(tree, leaves):
     kind = _node_kind(tree)
     if kind is None:
         leaves.append(tree)
-        paths.append(path)
-        return leaves, _LEAF, paths
-    flat, unflat = kind
-    children, aux = flat(tree)
-    defs = []
-    for i, child in enumerate(children):
-        _, d, _ = flatten(child, path + _child_label(tree, aux, i), leaves, paths)
-        defs.append(d)
-    return leaves, TreeDef(unflat, aux, defs), paths
+        return _LEAF
+    children, aux = kind[0](tree)
+    return TreeDef(kind[1], aux, [_flatten(child, leaves) for child in children])
+
+
+def leaf_paths(tree, path=""):
+    """Each leaf's path (``[0]['b'].x``), in flatten's order: for error messages only."""
+    kind = _node_kind(tree)
+    if kind is None:
+        return [path]
+    children, aux = kind[0](tree)
+    return [p for i, child in enumerate(children)
+            for p in leaf_paths(child, path + _child_label(tree, aux, i))]
 
 
 def tree_map(fn, tree):
     """Apply ``fn`` to every leaf, keeping the structure."""
-    leaves, treedef, _ = flatten(tree)
+    leaves, treedef = flatten(tree)
     return treedef.build([fn(x) for x in leaves])

@@ -8,8 +8,8 @@ from .structures import flatten
 
 def tangent_add(a, b):
     """``a + b`` leaf by leaf; ``a`` and ``b`` must have the same structure."""
-    la, da, _ = flatten(a)
-    lb, db, _ = flatten(b)
+    la, da = flatten(a)
+    lb, db = flatten(b)
     if len(la) != len(lb) or da.signature() != db.signature():
         raise InvalidInputError("tangent_add: both tangents must have the same structure")
     return da.build([_add(x, y) for x, y in zip(la, lb)])
@@ -17,7 +17,7 @@ def tangent_add(a, b):
 
 def tangent_scale(s, a):
     """``s * a`` leaf by leaf, for a scalar ``s``."""
-    leaves, treedef, _ = flatten(a)
+    leaves, treedef = flatten(a)
     return treedef.build([_scale(s, x) for x in leaves])
 
 
