@@ -66,6 +66,7 @@ os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 import nestad  # noqa: E402
+from _report import fmt_time, max_rel_diff, print_table  # noqa: E402
 
 CHAIN_STEPS = 250               # 4 operations each: 1,000
 MIX_INPUTS = 100
@@ -257,29 +258,14 @@ def as_floats(result):
     return [float(result)]
 
 
-def max_rel_diff(a, b):
-    return max(abs(x - y) / max(abs(x), abs(y), 1e-300) for x, y in zip(a, b))
 
 
-def fmt_time(seconds):
-    if seconds >= 1.0:
-        return f'{seconds:.2f} s'
-    if seconds >= 1e-3:
-        return f'{seconds * 1e3:.1f} ms'
-    return f'{seconds * 1e6:.1f} us'
 
 
 def fmt_ratio(r):
     return f'{r:.0f}x' if r >= 100 else f'{r:.1f}x'
 
 
-def print_table(header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    line = '  '.join(f'{h:<{w}}' for h, w in zip(header, widths))
-    print(line)
-    print('-' * len(line))
-    for r in rows:
-        print('  '.join(f'{str(c):<{w}}' for c, w in zip(r, widths)))
 
 
 def run_library(name, quick):
