@@ -68,7 +68,23 @@ def _checked(x, op):
 
 
 def _is_zero(x):
-    return (x.__class__ is float or x.__class__ is int) and x == 0
+    """A plain zero (number or all-zero array): a part that contributes nothing."""
+    cls = x.__class__
+    if cls is float or cls is int:
+        return x == 0
+    return cls is np.ndarray and not x.any()
+
+
+class _PartOfMap:
+    """One part (along ``tag``) of a linear map's results: the partial of a split cell
+    when the original partial is a VJP.  ``L g = L0 g + (L1 g) eps`` for g free of eps."""
+    __slots__ = ('tag', 'linear_map', 'part')
+
+    def __init__(self, tag, linear_map, part):
+        self.tag, self.linear_map, self.part = tag, linear_map, part
+
+    def __mul__(self, g):
+        return _part(self.tag, self.linear_map * g, self.part, _Memo())
 
 
 class _Memo:
@@ -124,12 +140,10 @@ def _split(tag, root, memo):
         parts = []
         for inp, d in cell.partials:
             i0, i1 = pairs[inp.id]
-            if isinstance(d, VJP):
-                raise NestadError(
-                    "a derivative-valued function was applied inside a gradient_r call to "
-                    "array operations; reading its perturbation out of an array tape is not "
-                    "supported. Apply it outside the gradient_r call, or use forward mode.")
-            d0, d1 = _part(tag, d, PRIMAL, memo), _part(tag, d, TANGENT, memo)
+            if isinstance(d, (VJP, _PartOfMap)):
+                d0, d1 = _PartOfMap(tag, d, PRIMAL), _PartOfMap(tag, d, TANGENT)
+            else:
+                d0, d1 = _part(tag, d, PRIMAL, memo), _part(tag, d, TANGENT, memo)
             changed = changed or i0 is not inp or isinstance(i1, TapeCell) or d0 is not d \
                 or not _is_zero(d1)
             parts.append((i0, i1, d0, d1))
