@@ -16,8 +16,8 @@ from numbers import Real
 
 import numpy as np
 
-from .lifting import Primitive, lift1, lift2, not_a_number
-from .values import Bundle, Perturbed, TapeCell, next_id, primal_value
+from .lifting import Primitive, lift1, lift2
+from .values import Bundle, TapeCell, next_id, primal_value
 
 _float = float
 _int = int
