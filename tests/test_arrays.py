@@ -1021,3 +1021,14 @@ def test_scalar_results_have_numpy_scalar_methods():
     np.testing.assert_allclose(g, [0.0, 6.0, 0.0])
     d = nd.derivative(lambda s: (s * s).reshape(1).sum())(3.0)
     assert d == 6.0
+
+
+def test_inner_of_matrices():
+    # numpy.inner sums over the last axes: shape a.shape[:-1] + b.shape[:-1].
+    a = uniform((2, 3), seed=71)
+    b = uniform((4, 3), seed=72)
+    np.testing.assert_allclose(anp.inner(a, b), np.inner(a, b), rtol=1e-15)
+    g = nd.gradient_r(lambda a_: anp.sum(anp.sin(anp.inner(a_, b))))(a)
+    np.testing.assert_allclose(g, np.cos(np.inner(a, b)) @ b, rtol=1e-13)
+    np.testing.assert_allclose(nd.gradient_f(lambda a_: anp.sum(np.inner(a_, b)))(a),
+                               np.broadcast_to(b.sum(0), (2, 3)), rtol=1e-13)

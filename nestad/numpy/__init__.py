@@ -12,7 +12,6 @@ Numpy names not listed here are not differentiable by nestad; numpy's constants 
 dtypes (``pi``, ``float64``...) and array constructors on plain data are re-exported.
 """
 import builtins
-import math as _math
 
 import numpy as _np
 from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, ndarray,  # noqa: F401
@@ -25,9 +24,6 @@ from ..arrays import ArrayPrimitive, apply, is_array
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..values import Perturbed, primal_value
-
-_ARRAYISH = None   # set below: classes that hold arrays
-
 
 def _shape(x):
     return _np.shape(primal_value(x))
@@ -220,8 +216,12 @@ def atleast_2d(x):
 
 # ---------------------------------------------------------------- elementwise functions
 
-def _elementwise1(name, npfn, scalar_fn, deriv):
-    """f applied elementwise; deriv(x, out) is f'(x), elementwise."""
+def _elementwise1(name, npfn, scalar, deriv=None):
+    """f applied elementwise.  Its derivative is the scalar primitive's own rule
+    (``scalar.partials[0](x, out)``, written in lifted operations that accept arrays),
+    unless ``deriv`` is given for a rule that compares primal values."""
+    deriv = deriv or scalar.partials[0]
+    scalar_fn = scalar.lifted
     prim = _define(name, npfn,
                    jvps=(lambda t, x, out: deriv(x, out) * t,),
                    vjps=(lambda g, x, out: deriv(x, out) * g,))
@@ -231,7 +231,7 @@ def _elementwise1(name, npfn, scalar_fn, deriv):
             return prim(_as_operand(x))
         return scalar_fn(x)
     public.__name__ = name
-    ARRAY_ROUTES[getattr(scalar_fn, '__name__', name)] = prim
+    ARRAY_ROUTES[scalar.name] = prim
     return public
 
 
@@ -242,30 +242,29 @@ def _as_operand(x):
     return x
 
 
-sin = _elementwise1('sin', _np.sin, _scalar.sin, lambda x, out: cos(x))
-cos = _elementwise1('cos', _np.cos, _scalar.cos, lambda x, out: -sin(x))
-tan = _elementwise1('tan', _np.tan, _scalar.tan, lambda x, out: 1.0 + out * out)
-arcsin = _elementwise1('arcsin', _np.arcsin, _scalar.asin, lambda x, out: 1.0 / sqrt(1.0 - x * x))
-arccos = _elementwise1('arccos', _np.arccos, _scalar.acos, lambda x, out: -1.0 / sqrt(1.0 - x * x))
-arctan = _elementwise1('arctan', _np.arctan, _scalar.atan, lambda x, out: 1.0 / (1.0 + x * x))
-sinh = _elementwise1('sinh', _np.sinh, _scalar.sinh, lambda x, out: cosh(x))
-cosh = _elementwise1('cosh', _np.cosh, _scalar.cosh, lambda x, out: sinh(x))
-tanh = _elementwise1('tanh', _np.tanh, _scalar.tanh, lambda x, out: 1.0 - out * out)
-arcsinh = _elementwise1('arcsinh', _np.arcsinh, _scalar.asinh, lambda x, out: 1.0 / sqrt(x * x + 1.0))
-arccosh = _elementwise1('arccosh', _np.arccosh, _scalar.acosh,
-                        lambda x, out: 1.0 / sqrt((x - 1.0) * (x + 1.0)))
-arctanh = _elementwise1('arctanh', _np.arctanh, _scalar.atanh, lambda x, out: 1.0 / (1.0 - x * x))
-exp = _elementwise1('exp', _np.exp, _scalar.exp, lambda x, out: out)
-expm1 = _elementwise1('expm1', _np.expm1, _scalar.expm1, lambda x, out: out + 1.0)
-log = _elementwise1('log', _np.log, _scalar.log, lambda x, out: 1.0 / x)
-log1p = _elementwise1('log1p', _np.log1p, _scalar.log1p, lambda x, out: 1.0 / (1.0 + x))
-log2 = _elementwise1('log2', _np.log2, _scalar.log2, lambda x, out: 1.0 / (x * _math.log(2.0)))
-log10 = _elementwise1('log10', _np.log10, _scalar.log10, lambda x, out: 1.0 / (x * _math.log(10.0)))
-sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.sqrt, lambda x, out: 0.5 / out)
-cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.cbrt, lambda x, out: 1.0 / (3.0 * out * out))
-reciprocal = _elementwise1('reciprocal', lambda x: 1.0 / _np.asarray(x, dtype=float),
-                           _scalar.recip, lambda x, out: -(out * out))
-absolute = _elementwise1('absolute', _np.absolute, _scalar.abs_,
+sin = _elementwise1('sin', _np.sin, _scalar.SIN)
+cos = _elementwise1('cos', _np.cos, _scalar.COS)
+tan = _elementwise1('tan', _np.tan, _scalar.TAN)
+arcsin = _elementwise1('arcsin', _np.arcsin, _scalar.ASIN)
+arccos = _elementwise1('arccos', _np.arccos, _scalar.ACOS)
+arctan = _elementwise1('arctan', _np.arctan, _scalar.ATAN)
+sinh = _elementwise1('sinh', _np.sinh, _scalar.SINH)
+cosh = _elementwise1('cosh', _np.cosh, _scalar.COSH)
+tanh = _elementwise1('tanh', _np.tanh, _scalar.TANH)
+arcsinh = _elementwise1('arcsinh', _np.arcsinh, _scalar.ASINH)
+arccosh = _elementwise1('arccosh', _np.arccosh, _scalar.ACOSH)
+arctanh = _elementwise1('arctanh', _np.arctanh, _scalar.ATANH)
+exp = _elementwise1('exp', _np.exp, _scalar.EXP)
+expm1 = _elementwise1('expm1', _np.expm1, _scalar.EXPM1)
+log = _elementwise1('log', _np.log, _scalar.LOG)
+log1p = _elementwise1('log1p', _np.log1p, _scalar.LOG1P)
+log2 = _elementwise1('log2', _np.log2, _scalar.LOG2)
+log10 = _elementwise1('log10', _np.log10, _scalar.LOG10)
+sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.SQRT)
+cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.CBRT)
+reciprocal = _elementwise1('reciprocal', lambda x: 1.0 / _np.asarray(x, dtype=float), _scalar.RECIP)
+# abs's scalar rule compares a primal value with 0; elementwise it is numpy's sign.
+absolute = _elementwise1('absolute', _np.absolute, _scalar.ABS,
                          lambda x, out: _np.sign(primal_value(x)))
 abs = absolute   # noqa: A001  (mirrors numpy)
 
@@ -375,11 +374,8 @@ def _power_plain(x, y):
 
 
 power = _elementwise2('power', _power_plain, _scalar.pow, _dpow_dx, _dpow_dy)
-arctan2 = _elementwise2('arctan2', _np.arctan2, _scalar.atan2,
-                        lambda y, x, out: x / (x * x + y * y),
-                        lambda y, x, out: -y / (x * x + y * y))
-hypot = _elementwise2('hypot', _np.hypot, _scalar.hypot,
-                      lambda x, y, out: x / out, lambda x, y, out: y / out)
+arctan2 = _elementwise2('arctan2', _np.arctan2, _scalar.atan2, *_scalar.ATAN2.partials)
+hypot = _elementwise2('hypot', _np.hypot, _scalar.hypot, *_scalar.HYPOT.partials)
 
 
 def _scalar_mod(x, y):
@@ -442,7 +438,7 @@ def _full_index(index, ndim):
     return index[:k] + (slice(None),) * (ndim - used) + index[k + 1:]
 
 
-def moveaxis_n(t, nb, last):
+def _moveaxis_n(t, nb, last):
     """Move the first nb axes to the end (last=True) or the last nb axes to the front."""
     n = _ndim(t)
     axes = list(range(nb, n)) + list(range(nb)) if last else list(range(n - nb, n)) + list(range(n - nb))
@@ -473,8 +469,8 @@ def _getitem_jvp(t, x, out, index):
     nb = _nbatch(t, x)
     if nb == 0:
         return _getitem(t, index=index)
-    r = _getitem(moveaxis_n(t, nb, last=True), index=_full_index(index, _ndim(x)))
-    return moveaxis_n(r, nb, last=False)
+    r = _getitem(_moveaxis_n(t, nb, last=True), index=_full_index(index, _ndim(x)))
+    return _moveaxis_n(r, nb, last=False)
 
 
 def _scatter_jvp(t, g, out, index, shape):
@@ -482,9 +478,9 @@ def _scatter_jvp(t, g, out, index, shape):
     if nb == 0:
         return _scatter(t, index=index, shape=shape)
     batch = _shape(t)[:nb]
-    r = _scatter(moveaxis_n(t, nb, last=True), index=_full_index(index, len(shape)),
+    r = _scatter(_moveaxis_n(t, nb, last=True), index=_full_index(index, len(shape)),
                  shape=tuple(shape) + batch)
-    return moveaxis_n(r, nb, last=False)
+    return _moveaxis_n(r, nb, last=False)
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
@@ -685,7 +681,13 @@ def dot(a, b):
 
 
 def inner(a, b):
-    return dot(a, b) if _ndim(a) <= 1 and _ndim(b) <= 1 else einsum('...i,...j->...', a, b)
+    """numpy.inner: the sum over the last axes; shape a.shape[:-1] + b.shape[:-1]."""
+    a, b = _as_operand(a), _as_operand(b)
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return a * b
+    k = _shape(a)[-1]
+    r = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k))))
+    return reshape(r, _shape(a)[:-1] + _shape(b)[:-1])
 
 
 def outer(a, b):
