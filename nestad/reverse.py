@@ -33,28 +33,17 @@ def _count_consumers(roots, tag, skip=None):
             stack.append(r)
     starts = list(stack)
     get, push, pop = pending.get, stack.append, stack.pop
-    if skip is None:                    # the reverse phase's case: keep the loop bare
-        while stack:
-            for inp, _ in pop().partials:
-                i = inp.id
-                k = get(i)
-                if k is None:
-                    pending[i] = 1
-                    push(inp)
-                else:
-                    pending[i] = k + 1
-    else:
-        while stack:
-            for inp, _ in pop().partials:
-                i = inp.id
-                if i in skip:
-                    continue
-                k = get(i)
-                if k is None:
-                    pending[i] = 1
-                    push(inp)
-                else:
-                    pending[i] = k + 1
+    while stack:
+        for inp, _ in pop().partials:
+            i = inp.id
+            if skip is not None and i in skip:
+                continue
+            k = get(i)
+            if k is None:
+                pending[i] = 1
+                push(inp)
+            else:
+                pending[i] = k + 1
     return pending, [r for r in starts if pending[r.id] == 0]
 
 
