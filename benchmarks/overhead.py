@@ -120,40 +120,31 @@ BASELINE_OF['fwd by grad'] = 'plain chain'
 # ---------------------------------------------------------------- the libraries
 # Each suite returns (version, {task key: zero-argument callable}, notes).
 
-def nestad_suite():
-    derivative, gradient = nestad.derivative, nestad.gradient_r
-
+def tasks(derivative, gradient, sin, x0, xs):
+    """The six tasks, written once with a library's operators, sine and inputs."""
     def f(x):
-        return chain(x, nestad.sin)
+        return chain(x, sin)
+    return {
+        'fwd': lambda: derivative(f)(x0),
+        'rev': lambda: gradient(lambda v: mix(v, sin))(xs),
+        'ff': lambda: derivative(derivative(f))(x0),
+        'fr': lambda: derivative(gradient(f))(x0),
+        'rf': lambda: gradient(derivative(f))(x0),
+        'rr': lambda: gradient(gradient(f))(x0),
+    }
 
-    return nestad.__version__, {
-        'fwd': lambda: derivative(f)(X0),
-        'rev': lambda: gradient(lambda xs: mix(xs, nestad.sin))(XS),
-        'ff': lambda: derivative(derivative(f))(X0),
-        'fr': lambda: derivative(gradient(f))(X0),
-        'rf': lambda: gradient(derivative(f))(X0),
-        'rr': lambda: gradient(gradient(f))(X0),
-    }, []
+
+def nestad_suite():
+    return nestad.__version__, tasks(nestad.derivative, nestad.gradient_r, nestad.sin, X0, XS), []
 
 
 def autograd_suite():
     import autograd
     import autograd.numpy as anp
     from importlib.metadata import version
-    derivative, gradient = autograd.deriv, autograd.grad
-
-    def f(x):
-        return chain(x, anp.sin)
-
-    return version('autograd'), {
-        'fwd': lambda: derivative(f)(X0),
-        'fwd by grad': lambda: gradient(f)(X0),
-        'rev': lambda: gradient(lambda xs: mix(xs, anp.sin))(XS),
-        'ff': lambda: derivative(derivative(f))(X0),
-        'fr': lambda: derivative(gradient(f))(X0),
-        'rf': lambda: gradient(derivative(f))(X0),
-        'rr': lambda: gradient(gradient(f))(X0),
-    }, ['autograd: forward mode is autograd.deriv (autograd.core.make_jvp), reverse autograd.grad.']
+    suite = tasks(autograd.deriv, autograd.grad, anp.sin, X0, XS)
+    suite['fwd by grad'] = lambda: autograd.grad(lambda x: chain(x, anp.sin))(X0)
+    return version('autograd'), suite, ['autograd: forward mode is autograd.deriv (autograd.core.make_jvp), reverse autograd.grad.']
 
 
 def jax_suite():
@@ -164,18 +155,7 @@ def jax_suite():
     def derivative(h):
         return lambda x: jax.jvp(h, (x,), (jnp.ones_like(x),))[1]
 
-    def f(x):
-        return chain(x, jnp.sin)
-
-    gradient = jax.grad
-    return jax.__version__, {
-        'fwd': lambda: derivative(f)(X0),
-        'rev': lambda: gradient(lambda xs: mix(xs, jnp.sin))(XS),
-        'ff': lambda: derivative(derivative(f))(X0),
-        'fr': lambda: derivative(gradient(f))(X0),
-        'rf': lambda: gradient(derivative(f))(X0),
-        'rr': lambda: gradient(gradient(f))(X0),
-    }, ['jax: eager (no jit), CPU, float64, one intra-op thread; forward mode is jax.jvp, '
+    return jax.__version__, tasks(derivative, jax.grad, jnp.sin, X0, XS), ['jax: eager (no jit), CPU, float64, one intra-op thread; forward mode is jax.jvp, '
         'reverse jax.grad.']
 
 
@@ -189,18 +169,7 @@ def torch_suite():
     def derivative(h):
         return lambda x: torch.func.jvp(h, (x,), (torch.ones_like(x),))[1]
 
-    def f(x):
-        return chain(x, torch.sin)
-
-    gradient = torch.func.grad
-    return torch.__version__, {
-        'fwd': lambda: derivative(f)(x0),
-        'rev': lambda: gradient(lambda v: mix(v, torch.sin))(xs),
-        'ff': lambda: derivative(derivative(f))(x0),
-        'fr': lambda: derivative(gradient(f))(x0),
-        'rf': lambda: gradient(derivative(f))(x0),
-        'rr': lambda: gradient(gradient(f))(x0),
-    }, ['torch.func: float64 0-d tensors, one thread (torch.set_num_threads(1)); '
+    return torch.__version__, tasks(derivative, torch.func.grad, torch.sin, x0, xs), ['torch.func: float64 0-d tensors, one thread (torch.set_num_threads(1)); '
         'forward mode is torch.func.jvp, reverse torch.func.grad.']
 
 
