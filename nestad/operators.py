@@ -55,14 +55,44 @@ def _is_number(x):
             or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'))
 
 
-def _argnums(argnums, nargs, op):
+def _argnums_spec(argnums, op):
+    """``argnums`` as a tuple of ints and whether a tuple was asked for; checked once,
+    when the operator is made.  A repeated position would be differentiated twice and
+    give a silently wrong gradient, so it is refused."""
     many = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if many else (argnums,)
     for a in nums:
-        if not isinstance(a, int) or not -nargs <= a < nargs:
-            raise InvalidInputError(f"{op}: argnums={argnums!r} does not name an argument of a "
-                                    f"call with {nargs} positional argument(s)")
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise InvalidInputError(f"{op}: argnums={argnums!r}: {a!r} is not a position; argnums "
+                                    "is an int or a tuple of ints (positions of positional arguments)")
+    nums = tuple(int(a) for a in nums)
+    _no_repeats(nums, argnums, op)
     return nums, many
+
+
+def _no_repeats(nums, argnums, op):
+    if len(set(nums)) != len(nums):
+        raise InvalidInputError(f"{op}: argnums={argnums!r} names an argument more than once; "
+                                "give each position once")
+
+
+def _argnums(spec, nargs, op, kwargs=None):
+    """The positions of ``spec`` in a call with ``nargs`` positional arguments."""
+    nums, many = spec
+    if any(not -nargs <= a < nargs for a in nums):
+        hint = ("; keyword arguments are passed to the function undifferentiated, so pass the "
+                "arguments to differentiate positionally" if kwargs else "")
+        raise InvalidInputError(f"{op}: argnums={_shown(spec)!r} does not name an argument of a "
+                                f"call with {nargs} positional argument(s){hint}")
+    if any(a < 0 for a in nums):
+        nums = tuple(a % nargs for a in nums)
+        _no_repeats(nums, _shown(spec), op)        # (0, -1) with one argument
+    return nums, many
+
+
+def _shown(spec):
+    nums, many = spec
+    return nums if many else nums[0]
 
 
 def _replace(args, nums, chosen):
@@ -175,7 +205,7 @@ def gradient_f(f, argnums=0):
         out = f(*args)
         _check_scalar(out, op)
         return out
-    return functools.wraps(f)(jacobian_f(checked, argnums))
+    return functools.wraps(f)(_jacobian_f(checked, argnums, op))
 
 
 def _reshape(x, shape):
@@ -199,8 +229,8 @@ def _check_scalar(out, op):
         "vector-valued functions.")
 
 
-def _value_and_gradient(f, argnums, args, op):
-    nums, many = _argnums(argnums, len(args), op)
+def _value_and_gradient(f, spec, args, op):
+    nums, many = _argnums(spec, len(args), op)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
@@ -221,17 +251,21 @@ def _value_and_gradient(f, argnums, args, op):
 def gradient_r(f, argnums=0):
     """The gradient of a real-valued ``f`` by reverse mode, with the structure of the
     chosen argument (a tuple of them when ``argnums`` is a tuple)."""
+    spec = _argnums_spec(argnums, "gradient_r")
+
     @functools.wraps(f)
     def grad_r(*args):
-        return _value_and_gradient(f, argnums, args, "gradient_r")[1]
+        return _value_and_gradient(f, spec, args, "gradient_r")[1]
     return grad_r
 
 
 def value_and_gradient_r(f, argnums=0):
     """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run."""
+    spec = _argnums_spec(argnums, "value_and_gradient_r")
+
     @functools.wraps(f)
     def value_and_grad_r(*args):
-        return _value_and_gradient(f, argnums, args, "value_and_gradient_r")
+        return _value_and_gradient(f, spec, args, "value_and_gradient_r")
     return value_and_grad_r
 
 
@@ -299,11 +333,15 @@ def jacobian_f(f, argnums=0):
     input's structure of blocks of shape ``out.shape + in.shape``.  When an input is an
     array, all input directions go through one batched pass; all-scalar inputs take one
     scalar pass each."""
-    op = "jacobian_f"
+    return _jacobian_f(f, argnums, "jacobian_f")
+
+
+def _jacobian_f(f, argnums, op):
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
     def jac(*args):
-        nums, many = _argnums(argnums, len(args), op)
+        nums, many = _argnums(spec, len(args), op)
         leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
         g = lambda *c: f(*_replace(args, nums, c))   # noqa: E731
         if all(_shape_of(x) == () for x in leaves):
@@ -330,10 +368,11 @@ def jacobian_f(f, argnums=0):
 def jacobian_r(f, argnums=0):
     """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
     op = "jacobian_r"
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
     def jac(*args):
-        nums, many = _argnums(argnums, len(args), op)
+        nums, many = _argnums(spec, len(args), op)
         chosen = tuple(args[i] for i in nums)
         value, pullback = vjp(lambda *c: f(*_replace(args, nums, c)), *chosen)
         out_leaves, out_def = flatten(value)
@@ -365,7 +404,8 @@ def jacobian_r(f, argnums=0):
 
 def hessian(f, argnums=0):
     """Hessian of a real-valued ``f``: forward mode (batched) over reverse mode."""
-    return jacobian_f(gradient_r(f, argnums), argnums)
+    _argnums_spec(argnums, "hessian")          # so that a bad argnums names hessian
+    return _jacobian_f(gradient_r(f, argnums), argnums, "hessian")
 
 
 def hvp(f, x, v):
