@@ -22,7 +22,7 @@ from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
-from .structures import flatten, leaf_paths
+from .structures import describe, flatten, leaf_paths
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -33,11 +33,22 @@ def _check_number(x, op, what):
         return _checked(x, op)
     if isinstance(x, Real) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
         return x
-    raise InvalidInputError(
-        f"{op}: {what} is a {type(x).__name__} ({x!r:.60}), not a real number or array. "
-        "nestad differentiates with respect to numbers, ndarrays of real numbers, and tuples, "
-        "lists, dicts, namedtuples and dataclasses of them; register other containers with "
-        "nestad.register_structure.")
+    if isinstance(x, np.ndarray):
+        described = f"an ndarray of dtype {x.dtype}, not of real numbers"
+    else:
+        described = f"{_a(type(x).__name__)} ({x!r:.60}), not a real number or array"
+    if isinstance(x, (list, tuple, dict)):      # a subclass nestad cannot rebuild
+        hint = (f"{type(x).__name__} is a subclass of {type(x).__mro__[1].__name__}, which nestad "
+                "does not know how to rebuild: register it with nestad.register_structure")
+    else:
+        hint = ("nestad differentiates with respect to numbers, ndarrays of real numbers, and "
+                "tuples, lists, dicts, namedtuples and dataclasses of them; register other "
+                "containers with nestad.register_structure")
+    raise InvalidInputError(f"{op}: {what} is {described}. {hint}.")
+
+
+def _a(noun):
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
 def _leaves_of(tree, op, name):
@@ -148,11 +159,15 @@ def jvp(f, primals, tangents):
     p_leaves, p_def = _leaves_of(tuple(primals), op, "primals")
     t_leaves, t_def = _leaves_of(tuple(tangents), op, "tangents")
     if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
-        raise InvalidInputError("jvp: tangents must have the same structure as primals")
-    for p, t in zip(p_leaves, t_leaves):
+        raise InvalidInputError(f"jvp: tangents must have the same structure as primals, "
+                                f"{describe(tuple(primals))}, but they are "
+                                f"{describe(tuple(tangents))} (* marks a leaf)")
+    for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if _shape_of(p) != _shape_of(t):
-            raise InvalidInputError(f"jvp: a tangent of shape {_shape_of(t)} was given "
-                                    f"for a primal of shape {_shape_of(p)}")
+            path = leaf_paths(tuple(primals))[k]
+            raise InvalidInputError(f"jvp: tangents{path} has shape {_shape_of(t)} but "
+                                    f"primals{path} has shape {_shape_of(p)}; each tangent "
+                                    "must have the shape of its primal (nothing is broadcast)")
     return _push(f, p_leaves, p_def, t_leaves, op)
 
 
@@ -221,6 +236,12 @@ def _reshape(x, shape):
 def _check_scalar(out, op):
     if isinstance(out, (Perturbed, Real)) and _shape_of(out) == ():
         return
+    if callable(out):
+        raise NonScalarOutputError(
+            f"{op} needs a function that returns a real scalar, but it returned a function. "
+            "Reverse mode and gradients cannot differentiate function-valued outputs; use "
+            "forward mode (derivative, jvp, jacobian_f), which returns a function that "
+            "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
     described = f"{type(out).__name__}" + (f" of shape {shape}" if shape is not None else "")
     raise NonScalarOutputError(
@@ -271,8 +292,35 @@ def value_and_gradient_r(f, argnums=0):
 
 def vjp(f, *primals):
     """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple, one cotangent per
-    primal.  The tape is kept by the pullback, which may be called any number of times."""
+    primal.  The tape is kept by the pullback, which may be called any number of times.
+    ``ct`` must have the structure of f's output and each leaf the shape of its output
+    leaf: nothing is broadcast (a wrongly shaped cotangent is an error, not a guess)."""
     op = "vjp"
+    value, treedef, out_def, out_shapes, pull = _vjp(f, primals, op)
+
+    def pullback(cotangent):
+        where = f"{op} pullback"
+        ct_leaves, ct_def = _leaves_of(cotangent, where, "cotangent")
+        if ct_def.signature() != out_def.signature():
+            raise InvalidInputError(
+                f"{where}: the cotangent must have the structure of f's output, "
+                f"{describe(value)}, but it is {describe(cotangent)} (* marks a leaf)")
+        for k, (c, s) in enumerate(zip(ct_leaves, out_shapes)):
+            if _shape_of(c) != s:
+                path = leaf_paths(value)[k]
+                raise InvalidInputError(
+                    f"{where}: cotangent{path} has shape {_shape_of(c)} but output{path} has "
+                    f"shape {s}; each cotangent leaf must have the shape of its output leaf "
+                    "(nothing is broadcast)")
+        return treedef.build(pull(ct_leaves))
+
+    return value, pullback
+
+
+def _vjp(f, primals, op):
+    """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
+    TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
+    primal leaves' cotangents, unchecked."""
     leaves, treedef = _leaves_of(primals, op, "primals")
     tag = perturbation.fresh()
     try:
@@ -280,19 +328,23 @@ def vjp(f, *primals):
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells))
         out_leaves, out_def = flatten(out)
+        for k, y in enumerate(out_leaves):
+            if callable(y):
+                raise InvalidInputError(
+                    f"{op}: output{leaf_paths(out)[k]} is a function. Reverse mode (vjp, "
+                    "jacobian_r, gradient_r) differentiates outputs made of numbers and arrays; "
+                    "for a function-valued output use forward mode (derivative, jvp, "
+                    "jacobian_f), which returns a function that computes the derivative.")
         value = primal_of(tag, out, op)
     finally:
         perturbation.retire(tag)
+    out_shapes = [_shape_of(y) for y in out_leaves]
 
-    def pullback(cotangent):
-        ct_leaves, ct_def = _leaves_of(cotangent, "vjp pullback", "cotangent")
-        if len(ct_leaves) != len(out_leaves) or ct_def.signature() != out_def.signature():
-            raise InvalidInputError("vjp pullback: the cotangent must have the structure of f's output")
+    def pull(ct_leaves):
         sens = backpropagate(out_leaves, ct_leaves, tag)
-        return treedef.build([sens[c.id] if c.id in sens else _zero_like(x)
-                              for c, x in zip(cells, leaves)])
+        return [sens[c.id] if c.id in sens else _zero_like(x) for c, x in zip(cells, leaves)]
 
-    return value, pullback
+    return value, treedef, out_def, out_shapes, pull
 
 
 # ---------------------------------------------------------------- Jacobians and Hessians
@@ -374,13 +426,11 @@ def jacobian_r(f, argnums=0):
     def jac(*args):
         nums, many = _argnums(spec, len(args), op)
         chosen = tuple(args[i] for i in nums)
-        value, pullback = vjp(lambda *c: f(*_replace(args, nums, c)), *chosen)
-        out_leaves, out_def = flatten(value)
-        out_shapes = [_shape_of(y) for y in out_leaves]
+        value, in_def, out_def, out_shapes, pull = _vjp(
+            lambda *c: f(*_replace(args, nums, c)), chosen, op)
         out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_leaves, in_def = flatten(chosen)
-        in_shapes = [_shape_of(x) for x in in_leaves]
-        rows = [[] for _ in in_leaves]             # rows[j]: one input-shaped row per output entry
+        in_shapes = [_shape_of(x) for x in flatten(chosen)[0]]
+        rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
         for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
             for e in range(k):
                 ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
@@ -388,8 +438,7 @@ def jacobian_r(f, argnums=0):
                     ct[i][np.unravel_index(e, s)] = 1.0
                 else:
                     ct[i] = 1.0
-                grads = flatten(pullback(out_def.build(ct)))[0]
-                for j, g in enumerate(grads):
+                for j, g in enumerate(pull(ct)):
                     rows[j].append(g)
         starts = np.cumsum([0] + out_sizes)
 

@@ -126,6 +126,30 @@ def leaf_paths(tree, path=""):
             for p in leaf_paths(child, path + _child_label(tree, aux, i))]
 
 
+def describe(tree, limit=200):
+    """The structure of ``tree`` with each leaf shown as ``*`` (``{'a': [*, *]}``): for
+    error messages only."""
+    text = _describe(tree)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _describe(tree):
+    kind = _node_kind(tree)
+    if kind is None:
+        return "*"
+    children, aux = kind[0](tree)
+    inner = [_describe(c) for c in children]
+    cls = type(tree)
+    if isinstance(tree, dict):
+        body = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(aux, inner)) + "}"
+        return body if cls is dict else f"{cls.__name__}({body})"
+    if cls is list:
+        return "[" + ", ".join(inner) + "]"
+    if cls is tuple:
+        return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+    return f"{cls.__name__}(" + ", ".join(inner) + ")"
+
+
 def tree_map(fn, tree):
     """Apply ``fn`` to every leaf, keeping the structure."""
     leaves, treedef = flatten(tree)

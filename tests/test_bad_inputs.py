@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nestad as nd
+import nestad.numpy as anp
 from nestad import InvalidInputError
 
 
@@ -47,3 +48,113 @@ def test_argnums_numpy_int_and_negative_are_positions():
     assert nd.gradient_r(f2, argnums=np.int64(1))(2.0, 3.0) == 12.0
     assert nd.gradient_r(f2, argnums=(-1, 0))(2.0, 3.0) == (12.0, 9.0)
     assert nd.jacobian_r(f2, argnums=[-2])(2.0, 3.0) == (9.0,)
+
+
+# ---------------------------------------------------------------- function-valued outputs
+
+def curried(x):
+    return lambda y: x * y
+
+
+@pytest.mark.parametrize('call, path', [
+    (lambda: nd.vjp(curried, 2.0), r"output is a function"),
+    (lambda: nd.vjp(lambda x: (x, curried(x)), 2.0), r"output\[1\] is a function"),
+    (lambda: nd.vjp(lambda x: {'f': curried(x)}, np.ones(2)), r"output\['f'\] is a function"),
+    (lambda: nd.jacobian_r(curried)(2.0), r"jacobian_r: output is a function"),
+    (lambda: nd.jacobian_r(lambda x, y: [x, curried(y)], argnums=1)(1.0, 2.0), r"output\[1\]"),
+    # inside another derivative: the error, not zeros
+    (lambda: nd.derivative(lambda s: nd.jacobian_r(lambda x: curried(x * s))(2.0))(1.0),
+     r"jacobian_r: output is a function"),
+    (lambda: nd.gradient_r(lambda s: nd.vjp(lambda x: curried(x * s), 2.0)[0](1.0))(1.0),
+     r"vjp: output is a function"),
+])
+def test_function_valued_output_in_reverse_mode(call, path):
+    # jacobian_r and vjp used to return zeros for the function's part.
+    with pytest.raises(InvalidInputError, match=path) as e:
+        call()
+    assert "forward mode" in str(e.value) and "derivative" in str(e.value)
+
+
+@pytest.mark.parametrize('op', [nd.gradient_r, nd.value_and_gradient_r, nd.gradient_f])
+def test_function_valued_output_of_a_gradient(op):
+    with pytest.raises(nd.NonScalarOutputError, match="returned a function.*forward mode"):
+        op(curried)(2.0)
+
+
+def test_function_valued_output_in_forward_mode_is_supported():
+    # The alternative the messages name works.
+    assert nd.derivative(curried)(2.0)(5.0) == 5.0
+    assert nd.jvp(curried, (2.0,), (3.0,))[1](5.0) == 15.0
+    assert nd.jacobian_f(curried)(2.0)(5.0) == 5.0
+
+
+# ---------------------------------------------------------------- cotangents and tangents
+
+def _pullback(f, *primals):
+    return nd.vjp(f, *primals)[1]
+
+
+@pytest.mark.parametrize('f, x, ct, msg', [
+    (lambda x: 2.0 * x, np.ones(2), np.ones((2, 2)),
+     r"cotangent has shape \(2, 2\) but output has shape \(2,\)"),
+    (lambda x: x * x, 1.0, np.ones(3), r"cotangent has shape \(3,\) but output has shape \(\)"),
+    (lambda x: 2.0 * x, np.ones(2), 1.0, r"cotangent has shape \(\) but output has shape \(2,\)"),
+    (lambda x: 2.0 * x, np.ones(2), np.ones(1), r"shape \(1,\) but output has shape \(2,\)"),
+    (lambda x: 2.0 * x, np.ones((2, 3)), np.ones((3, 2)), r"shape \(3, 2\) but output has shape \(2, 3\)"),
+    (lambda x: {'a': x * 2.0, 'b': anp.sum(x)}, np.ones(2), {'a': np.ones(3), 'b': 1.0},
+     r"cotangent\['a'\] has shape \(3,\) but output\['a'\] has shape \(2,\)"),
+    (lambda x: {'a': x * 2.0, 'b': anp.sum(x)}, np.ones(2), {'a': np.ones(2), 'b': np.ones(2)},
+     r"cotangent\['b'\] has shape \(2,\) but output\['b'\] has shape \(\)"),
+])
+def test_cotangent_of_wrong_shape(f, x, ct, msg):
+    # These were broadcast silently (or crashed inside numpy's reshape).
+    with pytest.raises(InvalidInputError, match=msg):
+        _pullback(f, x)(ct)
+
+
+@pytest.mark.parametrize('ct, msg', [
+    (1j, r"cotangent is a complex"), (np.ones(2) * 1j, r"cotangent is an ndarray of dtype complex128"),
+    ("1.0", r"cotangent is a str"), (np.array(['a', 'b']), r"cotangent is an ndarray of dtype <U1"),
+    (None, r"cotangent is a NoneType"), (np.array([1.0, None]), r"dtype object"),
+])
+def test_cotangent_that_is_not_real(ct, msg):
+    with pytest.raises(InvalidInputError, match=msg):
+        _pullback(lambda x: 2.0 * x, np.ones(2) if np.ndim(ct) else 1.0)(ct)
+
+
+@pytest.mark.parametrize('out, ct, msg', [
+    (lambda x: [x, x], (1.0, 1.0), r"structure of f's output, \[\*, \*\], but it is \(\*, \*\)"),
+    (lambda x: [x, x], [1.0], r"\[\*, \*\], but it is \[\*\]"),
+    (lambda x: [x, (x, x)], [1.0, [1.0, 1.0]], r"\[\*, \(\*, \*\)\], but it is \[\*, \[\*, \*\]\]"),
+    (lambda x: {'a': x, 'b': x}, {'a': 1.0, 'c': 1.0}, r"\{'a': \*, 'b': \*\}, but it is \{'a': \*, 'c': \*\}"),
+    (lambda x: x, [1.0], r"output, \*, but it is \[\*\]"),
+])
+def test_cotangent_of_wrong_structure(out, ct, msg):
+    with pytest.raises(InvalidInputError, match=msg):
+        _pullback(out, 1.0)(ct)
+
+
+def test_cotangents_of_the_right_shape_work_in_every_mode():
+    pull = _pullback(lambda x: {'a': x * 2.0, 'b': anp.sum(x)}, np.ones(2))
+    assert pull({'a': np.array([1, 2]), 'b': np.float32(3.0)})[0].tolist() == [5.0, 7.0]
+    # A perturbed cotangent of the right shape, from an enclosing run of either mode.
+    d = nd.derivative(lambda s: pull({'a': s * np.ones(2), 'b': s})[0])(1.0)
+    assert d.tolist() == [3.0, 3.0]
+    g = nd.gradient_r(lambda s: anp.sum(pull({'a': s * np.ones(2), 'b': s})[0]))(1.0)
+    assert g == 6.0
+    # ... and of the wrong shape: still refused inside an enclosing run.
+    with pytest.raises(InvalidInputError, match=r"cotangent\['a'\] has shape \(3,\)"):
+        nd.derivative(lambda s: pull({'a': s * np.ones(3), 'b': s}))(1.0)
+
+
+@pytest.mark.parametrize('primals, tangents, msg', [
+    ((np.ones(2),), (np.ones(3),), r"tangents\[0\] has shape \(3,\) but primals\[0\] has shape \(2,\)"),
+    ((1.0,), (np.ones(2),), r"tangents\[0\] has shape \(2,\) but primals\[0\] has shape \(\)"),
+    (({'a': np.ones(2)},), ({'a': 1.0},), r"tangents\[0\]\['a'\] has shape \(\)"),
+    (([1.0, 2.0],), ([1.0],), r"same structure as primals, \(\[\*, \*\],\), but they are \(\[\*\],\)"),
+    ((1.0,), (1j,), r"tangents\[0\] is a complex"),
+    ((1.0,), ("1",), r"tangents\[0\] is a str"),
+])
+def test_jvp_tangent_mismatch(primals, tangents, msg):
+    with pytest.raises(InvalidInputError, match=msg):
+        nd.jvp(lambda x: x, primals, tangents)
