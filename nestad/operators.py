@@ -223,6 +223,11 @@ def gradient_f(f, argnums=0):
     return functools.wraps(f)(_jacobian_f(checked, argnums, op))
 
 
+def _unwrap0d(x):
+    """A plain 0-d block as a scalar, as _reshape gives in the batched path."""
+    return x[()] if x.__class__ is np.ndarray and x.ndim == 0 else x
+
+
 def _reshape(x, shape):
     """Reshape a (possibly perturbed) block; a 0-d block becomes a scalar."""
     if isinstance(x, Perturbed):
@@ -234,7 +239,10 @@ def _reshape(x, shape):
 # ---------------------------------------------------------------- reverse mode
 
 def _check_scalar(out, op):
+    """A real scalar: a number (numpy scalars too), or a 0-d array, perturbed or not."""
     if isinstance(out, (Perturbed, Real)) and _shape_of(out) == ():
+        return
+    if isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in 'biuf':
         return
     if callable(out):
         raise NonScalarOutputError(
@@ -243,11 +251,16 @@ def _check_scalar(out, op):
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
-    described = f"{type(out).__name__}" + (f" of shape {shape}" if shape is not None else "")
+    described = _a(type(out).__name__) + (f" of shape {shape}" if shape is not None else "")
+    if shape and np.prod(shape) == 1:
+        # JAX's choice: a one-element array is not taken for a scalar.
+        hint = ("A one-element array is not taken for a scalar: index it (y[0]) or sum it "
+                "(y.sum()) to return the scalar you mean.")
+    else:
+        hint = ("Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
+                "vector-valued functions.")
     raise NonScalarOutputError(
-        f"{op} needs a function that returns a real scalar, but it returned a {described}. "
-        "Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
-        "vector-valued functions.")
+        f"{op} needs a function that returns a real scalar, but it returned {described}. {hint}")
 
 
 def _value_and_gradient(f, spec, args, op):
@@ -401,7 +414,7 @@ def _jacobian_f(f, argnums, op):
             out_leaves, out_def = flatten(value)
             out_shapes = [_shape_of(y) for y in out_leaves]
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: columns[j][i], many)
+                             lambda i, j: _unwrap0d(columns[j][i]), many)
         tangents, shapes, sizes, n = _basis(leaves)
         value, t = _push(g, leaves, treedef, tangents, op)
         out_leaves, out_def = flatten(value)

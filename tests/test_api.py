@@ -1,0 +1,69 @@
+"""API behaviour on valid but less common input: 0-d array outputs, keyword arguments,
+formatting, value predicates, numeric protocol methods, containers."""
+import math
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+from nestad import NonScalarOutputError
+
+
+# ---------------------------------------------------------------- 0-d outputs are scalars
+
+def as0d(y):
+    """y as a (perturbed) 0-d array."""
+    return anp.reshape(y * np.ones(1), ())
+
+
+SCALAR_GRADIENTS = [nd.gradient_r, nd.gradient_f,
+                    lambda f: (lambda x: nd.value_and_gradient_r(f)(x)[1])]
+
+
+@pytest.mark.parametrize('grad', SCALAR_GRADIENTS)
+@pytest.mark.parametrize('const', [np.array(0.25), np.array(2), np.float64(0.25), np.float32(0.25),
+                                   np.int64(3)])
+def test_constant_0d_and_numpy_scalar_outputs(grad, const):
+    # gradient_r(lambda t: np.array(0.25)) raised NonScalarOutputError.
+    g = grad(lambda t: const)(1.5)
+    assert g == 0.0 and np.shape(g) == ()
+    g = grad(lambda v: const)(np.ones(3))
+    assert np.shape(g) == (3,) and not np.any(g)
+
+
+@pytest.mark.parametrize('grad', SCALAR_GRADIENTS)
+def test_perturbed_0d_outputs(grad):
+    assert grad(lambda t: as0d(t ** 3))(2.0) == pytest.approx(12.0)
+    assert grad(lambda t: as0d(t * np.float32(2.0)))(2.0) == pytest.approx(2.0)
+    g = grad(lambda v: anp.sum(v * v).reshape(()))(np.array([1.0, 2.0]))
+    assert np.allclose(g, [2.0, 4.0])
+
+
+def test_value_of_a_0d_output():
+    v, g = nd.value_and_gradient_r(lambda t: as0d(t * t))(3.0)
+    assert v == 9.0 and np.shape(v) == () and g == 6.0
+    v, g = nd.value_and_gradient_r(lambda t: np.array(0.25))(3.0)
+    assert v == 0.25 and g == 0.0
+
+
+def test_0d_outputs_nested():
+    # The form in which the bug was met: an inner operator returns a plain 0-d array.
+    assert nd.gradient_r(lambda y: nd.derivative(lambda x: np.array(0.25))(y))(1.0) == 0.0
+    g = lambda x: as0d(x ** 4)
+    for outer in (nd.gradient_r, nd.gradient_f, nd.derivative):
+        assert outer(nd.derivative(nd.gradient_r(g)))(0.5) == pytest.approx(24 * 0.5)
+        assert outer(nd.gradient_r(nd.gradient_f(g)))(0.5) == pytest.approx(24 * 0.5)
+    assert nd.hessian(g)(0.5) == pytest.approx(3.0)
+    H = nd.hessian(lambda v: anp.sum(v ** 3).reshape(()))(np.array([1.0, 2.0]))
+    assert np.allclose(H, [[6.0, 0.0], [0.0, 12.0]])
+
+
+@pytest.mark.parametrize('op', [nd.gradient_r, nd.value_and_gradient_r, nd.gradient_f, nd.hessian])
+@pytest.mark.parametrize('shape', [(1,), (1, 1)])
+def test_one_element_arrays_are_not_scalars(op, shape):
+    # JAX's choice: the user says which scalar (y[0] or y.sum()), nestad does not guess.
+    with pytest.raises(NonScalarOutputError, match=r"shape \(1(, 1)?,?\).*index it \(y\[0\]\) or sum it"):
+        op(lambda t: t * np.ones(shape))(1.0)
+    with pytest.raises(NonScalarOutputError, match=r"index it"):
+        op(lambda t: np.ones(shape))(1.0)
