@@ -127,30 +127,42 @@ def _zero_like(x):
 
 # ---------------------------------------------------------------- forward mode
 
+_MISSING = object()
+
+
 def derivative(f):
     """``derivative(f)(x)``: df/dx at a real ``x`` by forward mode.
 
     ``f`` may return a number, an array, a function, or any structure of them; the
     result has the same shape, and a function in it computes the derivative of what
-    ``f``'s function computes (it may be applied any number of times, anywhere)."""
+    ``f``'s function computes (it may be applied any number of times, anywhere).
+    Keyword arguments are passed to ``f`` and not differentiated."""
     @functools.wraps(f)
-    def df(x):
-        _check_number(x, "derivative", "the argument")
-        if _shape_of(x) != ():
-            raise InvalidInputError("derivative(f)(x) takes a real number; for an array x use "
-                                    "jvp, directional_derivative or jacobian_f")
+    def df(x=_MISSING, /, *more, **kwargs):
+        if more or x is _MISSING:
+            raise InvalidInputError(
+                f"derivative(f)(x) takes one positional argument, the real number x to "
+                f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
+                "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
+                "or jacobian_f.")
+        if x.__class__ is not float:            # (a float needs no checks: the common case)
+            _check_number(x, "derivative", "the argument")
+            if _shape_of(x) != ():
+                raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
+                                        "use jvp, directional_derivative or jacobian_f")
         tag = perturbation.fresh()
         try:
-            return tangent_of(tag, f(Bundle(tag, x, 1.0)), "derivative")
+            return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
         finally:
             perturbation.retire(tag)
     return df
 
 
-def jvp(f, primals, tangents):
-    """``(f(*primals), J_f(primals) @ tangents)`` by one forward pass.
+def jvp(f, primals, tangents, /, **kwargs):
+    """``(f(*primals, **kwargs), J_f(primals) @ tangents)`` by one forward pass.
 
-    ``primals`` and ``tangents`` are tuples of arguments with matching structures.
+    ``primals`` and ``tangents`` are tuples of arguments with matching structures;
+    keyword arguments are passed to ``f`` and not differentiated.
     """
     op = "jvp"
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -168,23 +180,23 @@ def jvp(f, primals, tangents):
             raise InvalidInputError(f"jvp: tangents{path} has shape {_shape_of(t)} but "
                                     f"primals{path} has shape {_shape_of(p)}; each tangent "
                                     "must have the shape of its primal (nothing is broadcast)")
-    return _push(f, p_leaves, p_def, t_leaves, op)
+    return _push(f, p_leaves, p_def, t_leaves, op, kwargs)
 
 
-def _push(f, leaves, treedef, tangents, op):
+def _push(f, leaves, treedef, tangents, op, kwargs):
     """One forward pass: leaves perturbed by ``tangents``; (primal out, tangent out)."""
     tag = perturbation.fresh()
     try:
         args = treedef.build([make_bundle(tag, p, t) for p, t in zip(leaves, tangents)])
-        out = f(*args)
+        out = f(*args, **kwargs)
         return primal_of(tag, out, op), tangent_of(tag, out, op)
     finally:
         perturbation.retire(tag)
 
 
-def directional_derivative(f, x, v):
+def directional_derivative(f, x, v, /, **kwargs):
     """Derivative of ``f`` at ``x`` in direction ``v`` (same structure as ``x``)."""
-    return jvp(f, (x,), (v,))[1]
+    return jvp(f, (x,), (v,), **kwargs)[1]
 
 
 def _basis(leaves):
@@ -216,8 +228,8 @@ def gradient_f(f, argnums=0):
     function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
     op = "gradient_f"
 
-    def checked(*args):
-        out = f(*args)
+    def checked(*args, **kwargs):
+        out = f(*args, **kwargs)
         _check_scalar(out, op)
         return out
     return functools.wraps(f)(_jacobian_f(checked, argnums, op))
@@ -263,14 +275,14 @@ def _check_scalar(out, op):
         f"{op} needs a function that returns a real scalar, but it returned {described}. {hint}")
 
 
-def _value_and_gradient(f, spec, args, op):
-    nums, many = _argnums(spec, len(args), op)
+def _value_and_gradient(f, spec, args, kwargs, op):
+    nums, many = _argnums(spec, len(args), op, kwargs)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
-            out = f(*_replace(args, nums, treedef.build(cells)))
+            out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
             sens = backpropagate((out,), (1.0,), tag)
@@ -288,8 +300,8 @@ def gradient_r(f, argnums=0):
     spec = _argnums_spec(argnums, "gradient_r")
 
     @functools.wraps(f)
-    def grad_r(*args):
-        return _value_and_gradient(f, spec, args, "gradient_r")[1]
+    def grad_r(*args, **kwargs):
+        return _value_and_gradient(f, spec, args, kwargs, "gradient_r")[1]
     return grad_r
 
 
@@ -298,18 +310,18 @@ def value_and_gradient_r(f, argnums=0):
     spec = _argnums_spec(argnums, "value_and_gradient_r")
 
     @functools.wraps(f)
-    def value_and_grad_r(*args):
-        return _value_and_gradient(f, spec, args, "value_and_gradient_r")
+    def value_and_grad_r(*args, **kwargs):
+        return _value_and_gradient(f, spec, args, kwargs, "value_and_gradient_r")
     return value_and_grad_r
 
 
-def vjp(f, *primals):
-    """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple, one cotangent per
-    primal.  The tape is kept by the pullback, which may be called any number of times.
+def vjp(f, /, *primals, **kwargs):
+    """``(f(*primals, **kwargs), pullback)``; ``pullback(ct)`` returns a tuple, one
+    cotangent per primal (keyword arguments are not differentiated).  The tape is kept by the pullback, which may be called any number of times.
     ``ct`` must have the structure of f's output and each leaf the shape of its output
     leaf: nothing is broadcast (a wrongly shaped cotangent is an error, not a guess)."""
     op = "vjp"
-    value, treedef, out_def, out_shapes, pull = _vjp(f, primals, op)
+    value, treedef, out_def, out_shapes, pull = _vjp(f, primals, kwargs, op)
 
     def pullback(cotangent):
         where = f"{op} pullback"
@@ -330,7 +342,7 @@ def vjp(f, *primals):
     return value, pullback
 
 
-def _vjp(f, primals, op):
+def _vjp(f, primals, kwargs, op):
     """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
     TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
     primal leaves' cotangents, unchecked."""
@@ -339,7 +351,7 @@ def _vjp(f, primals, op):
     try:
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
-            out = f(*treedef.build(cells))
+            out = f(*treedef.build(cells), **kwargs)
         out_leaves, out_def = flatten(out)
         for k, y in enumerate(out_leaves):
             if callable(y):
@@ -405,10 +417,10 @@ def _jacobian_f(f, argnums, op):
     spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
-    def jac(*args):
-        nums, many = _argnums(spec, len(args), op)
+    def jac(*args, **kwargs):
+        nums, many = _argnums(spec, len(args), op, kwargs)
         leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
-        g = lambda *c: f(*_replace(args, nums, c))   # noqa: E731
+        g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
         if all(_shape_of(x) == () for x in leaves):
             value, columns = _scalar_columns(g, leaves, treedef, op)
             out_leaves, out_def = flatten(value)
@@ -416,7 +428,7 @@ def _jacobian_f(f, argnums, op):
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
                              lambda i, j: _unwrap0d(columns[j][i]), many)
         tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(g, leaves, treedef, tangents, op)
+        value, t = _push(g, leaves, treedef, tangents, op, {})
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
         t_leaves = [_columns(c, n, s) for c, s in zip(flatten(t)[0], out_shapes)]
@@ -436,11 +448,11 @@ def jacobian_r(f, argnums=0):
     spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
-    def jac(*args):
-        nums, many = _argnums(spec, len(args), op)
+    def jac(*args, **kwargs):
+        nums, many = _argnums(spec, len(args), op, kwargs)
         chosen = tuple(args[i] for i in nums)
         value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c)), chosen, op)
+            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op)
         out_sizes = [int(np.prod(s)) for s in out_shapes]
         in_shapes = [_shape_of(x) for x in flatten(chosen)[0]]
         rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
@@ -470,9 +482,9 @@ def hessian(f, argnums=0):
     return _jacobian_f(gradient_r(f, argnums), argnums, "hessian")
 
 
-def hvp(f, x, v):
+def hvp(f, x, v, /, **kwargs):
     """Hessian-vector product H_f(x) v, forward over reverse, without forming H."""
-    return jvp(gradient_r(f), (x,), (v,))[1]
+    return jvp(gradient_r(f), (x,), (v,), **kwargs)[1]
 
 
 grad = gradient_r

@@ -67,3 +67,57 @@ def test_one_element_arrays_are_not_scalars(op, shape):
         op(lambda t: t * np.ones(shape))(1.0)
     with pytest.raises(NonScalarOutputError, match=r"index it"):
         op(lambda t: np.ones(shape))(1.0)
+
+
+# ---------------------------------------------------------------- keyword arguments
+
+def fk(x, *, y=1.0, scale=1.0):
+    """x^2 y^3 scale: keyword arguments are passed through, never differentiated."""
+    return scale * x * x * y ** 3
+
+
+def fv(v, *, y=1.0):
+    return anp.sum(v * v) * y ** 3
+
+
+def test_keyword_arguments_in_every_operator():
+    x, y = 1.5, 2.0
+    want = 2 * x * y ** 3                                    # d/dx at y
+    assert nd.derivative(fk)(x, y=y) == want
+    assert nd.gradient_r(fk)(x, y=y) == want
+    assert nd.value_and_gradient_r(fk)(x, y=y) == (x * x * y ** 3, want)
+    assert nd.gradient_f(fk)(x, y=y) == want
+    assert nd.jacobian_f(fk)(x, y=y) == want
+    assert nd.jacobian_r(fk)(x, y=y) == want
+    assert nd.hessian(fk)(x, y=y) == 2 * y ** 3
+    assert nd.jvp(fk, (x,), (1.0,), y=y) == (x * x * y ** 3, want)
+    assert nd.directional_derivative(fk, x, 1.0, y=y) == want
+    assert nd.hvp(fk, x, 1.0, y=y) == 2 * y ** 3
+    value, pull = nd.vjp(fk, x, y=y)
+    assert value == x * x * y ** 3 and pull(1.0) == (want,)
+    # Several keywords, and array inputs (the batched forward path).
+    v = np.array([1.0, -2.0])
+    assert nd.gradient_f(fv)(v, y=y).tolist() == (2 * v * y ** 3).tolist()
+    assert nd.gradient_r(fv)(v, y=y).tolist() == (2 * v * y ** 3).tolist()
+    assert np.array_equal(nd.hessian(fv)(v, y=y), 2 * y ** 3 * np.eye(2))
+    assert nd.derivative(fk)(x, y=y, scale=3.0) == 3 * want
+
+
+@pytest.mark.parametrize('outer', [nd.derivative, nd.gradient_r, nd.gradient_f])
+def test_keyword_arguments_are_constants_of_the_inner_run(outer):
+    # A keyword is not differentiated by the operator it is passed through, but a value of
+    # an enclosing run keeps its perturbation: d/dy (df/dx)(x, y) = 6 x y^2.
+    x, y = 1.5, 2.0
+    for inner in (nd.derivative, nd.gradient_r, nd.gradient_f):
+        assert outer(lambda y: inner(fk)(x, y=y))(y) == pytest.approx(6 * x * y * y)
+    assert outer(lambda y: nd.vjp(fk, x, y=y)[1](1.0)[0])(y) == pytest.approx(6 * x * y * y)
+    assert outer(lambda y: nd.jvp(fk, (x,), (1.0,), y=y)[1])(y) == pytest.approx(6 * x * y * y)
+
+
+def test_keyword_arguments_named_like_operator_parameters():
+    # The operators' own parameters are positional-only: any keyword goes to f.
+    f = lambda x, *, primals, tangents, v: x * primals * tangents * v   # noqa: E731
+    assert nd.jvp(f, (2.0,), (1.0,), primals=3.0, tangents=5.0, v=7.0)[1] == 105.0
+    assert nd.vjp(f, 2.0, primals=3.0, tangents=5.0, v=7.0)[1](1.0) == (105.0,)
+    assert nd.hvp(lambda x, *, x_: x * x * x_, 1.0, 1.0, x_=2.0) == 4.0
+    assert nd.gradient_r(lambda x, *, argnums: x * argnums, argnums=0)(2.0, argnums=3.0) == 3.0

@@ -158,3 +158,23 @@ def test_cotangents_of_the_right_shape_work_in_every_mode():
 def test_jvp_tangent_mismatch(primals, tangents, msg):
     with pytest.raises(InvalidInputError, match=msg):
         nd.jvp(lambda x: x, primals, tangents)
+
+
+# ---------------------------------------------------------------- keyword arguments
+
+@pytest.mark.parametrize('call', [lambda d: d(), lambda d: d(1.0, 2.0), lambda d: d(x=1.0)])
+def test_derivative_takes_one_positional_argument(call):
+    with pytest.raises(InvalidInputError, match="takes one positional argument.*keyword arguments "
+                                                "are passed to f undifferentiated"):
+        call(nd.derivative(lambda x, y=0.0: x * y))
+
+
+@pytest.mark.parametrize('op', ARGNUMS_OPS, ids=lambda o: o.__name__)
+def test_differentiated_argument_passed_by_keyword(op):
+    # Keyword arguments are not differentiated; the message says so.
+    with pytest.raises(InvalidInputError, match="with 0 positional argument.*pass the arguments to "
+                                                "differentiate positionally"):
+        op(f2)(x=1.0, y=2.0)
+    with pytest.raises(InvalidInputError, match=r"argnums=1 does not name an argument of a call "
+                                                r"with 1 positional.*positionally"):
+        op(f2, argnums=1)(1.0, y=2.0)
