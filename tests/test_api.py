@@ -121,3 +121,96 @@ def test_keyword_arguments_named_like_operator_parameters():
     assert nd.vjp(f, 2.0, primals=3.0, tangents=5.0, v=7.0)[1](1.0) == (105.0,)
     assert nd.hvp(lambda x, *, x_: x * x * x_, 1.0, 1.0, x_=2.0) == 4.0
     assert nd.gradient_r(lambda x, *, argnums: x * argnums, argnums=0)(2.0, argnums=3.0) == 3.0
+
+
+# ---------------------------------------------------------------- reading values
+
+MODES = [nd.derivative, nd.gradient_r, nd.gradient_f,
+         # f' again, with f's values perturbed by an enclosing run of the other mode too:
+         # d/ds (s f)'(x) at s = 1.
+         lambda f: lambda x: nd.derivative(lambda s: nd.gradient_r(lambda y: f(y) * s)(x))(1.0),
+         lambda f: lambda x: nd.gradient_r(lambda s: nd.derivative(lambda y: f(y) * s)(x))(1.0)]
+MODE_IDS = ['derivative', 'gradient_r', 'gradient_f', 'f-over-r', 'r-over-f']
+
+
+@pytest.mark.parametrize('D', MODES, ids=MODE_IDS)
+def test_format_spec_formats_the_value(D):
+    # f"{x:.3f}" crashed; formatting is output, so the value is shown.
+    seen = []
+
+    def f(x):
+        y = x * x
+        seen.append((f"{y:.3f}", f"{y:>9.2e}", format(y, "g"), "{:+.1f}".format(y)))
+        return y
+    assert D(f)(1.5) == 3.0
+    assert seen[-1] == ("2.250", " 2.25e+00", "2.25", "+2.2")
+
+
+def test_format_of_perturbed_arrays_and_empty_spec():
+    seen = []
+
+    def f(v):
+        seen.append((f"{v * 2.0:.2f}", f"{anp.sum(v):.1f}", f"{anp.reshape(v[:1], ()):.1f}"))
+        return anp.sum(v * v)
+    for D in (nd.gradient_r, nd.gradient_f):
+        D(f)(np.array([1.0, 2.5]))
+        assert seen.pop() == ("[2.00 5.00]", "3.5", "1.0")
+    # An empty spec is str(): it shows the perturbation, as print(x) does.
+    nd.derivative(lambda x: seen.append((f"{x}", str(x))) or x)(1.0)
+    assert seen[0][0] == seen[0][1] and seen[0][0].startswith("Bundle(")
+
+
+@pytest.mark.parametrize('D', MODES, ids=MODE_IDS)
+def test_value_predicates(D):
+    seen = []
+
+    def f(x):
+        y = x * x
+        seen.append((nd.isnan(y), nd.isfinite(y), nd.isinf(y), nd.isnan(y - y)))
+        return y
+    D(f)(1.5)
+    assert seen[-1] == (False, True, False, False) and all(type(b) is bool for b in seen[-1])
+
+
+def test_value_predicates_on_plain_and_array_values():
+    assert nd.isnan(math.nan) and nd.isinf(-math.inf) and nd.isfinite(3) and not nd.isfinite(math.inf)
+    assert nd.isnan(np.float32('nan')) is True and nd.isnan(np.array(math.nan)) is True
+    assert nd.isnan(np.array([1.0, math.nan])).tolist() == [False, True]
+    seen = []
+
+    def f(v):
+        w = v * np.array([1.0, math.inf, math.nan])
+        seen.append((nd.isnan(w).tolist(), nd.isinf(w).tolist(), nd.isfinite(w).tolist()))
+        return anp.sum(v)
+    for D in (nd.gradient_r, nd.gradient_f):
+        with np.errstate(invalid='ignore'):          # inf * 0 in the tangent of w
+            D(f)(np.ones(3))
+        assert seen.pop() == ([False, False, True], [False, True, False], [True, False, False])
+    # nestad.isnan works inside control flow: a guarded update differentiates.
+    clamp = lambda x: 0.0 if nd.isnan(nd.sqrt(x)) else nd.sqrt(x)   # noqa: E731
+    assert nd.derivative(clamp)(4.0) == 0.25 and nd.gradient_r(clamp)(-1.0) == 0.0
+
+
+@pytest.mark.parametrize('D', MODES, ids=MODE_IDS)
+def test_real_imag_conjugate(D):
+    # The values are real: .real is the value, .imag zero, .conjugate() the value.
+    f = lambda x: x.real * x + x.imag + x.conjugate() + x.conj()   # noqa: E731
+    assert D(f)(3.0) == pytest.approx(2 * 3.0 + 2.0)
+    v = np.array([1.0, 2.0])
+    g = nd.gradient_r(lambda v: anp.sum(v.real * v + v.imag + v.conjugate()))(v)
+    assert g.tolist() == [3.0, 5.0]
+
+
+@pytest.mark.parametrize('D', MODES, ids=MODE_IDS)
+def test_divmod(D):
+    # divmod(x, y) == (x // y, x % y): the quotient is piecewise constant, the remainder
+    # x - y * (x // y) has derivative 1 in x and -(x // y) in y.
+    assert D(lambda x: divmod(x, 2.0)[1])(7.5) == 1.0
+    assert D(lambda x: divmod(7.5, x)[1])(2.0) == -3.0
+    assert D(lambda x: divmod(x * x, x)[1])(2.5) == pytest.approx(2 * 2.5 - 2.0)
+    assert D(lambda x: divmod(x, 2.0)[0] * x)(7.5) == 3.0
+    q, r = nd.derivative(lambda x: divmod(x, 2.0))(7.5)
+    assert (q, r) == (0.0, 1.0)
+    g = nd.gradient_r(lambda v: anp.sum(divmod(v, 2.0)[1] * divmod(10.0, v)[1]))(np.array([3.0, 4.5]))
+    want = [1 * (10 % 3.0) + (3.0 % 2) * -(10 // 3.0), 1 * (10 % 4.5) + (4.5 % 2) * -(10 // 4.5)]
+    assert g.tolist() == pytest.approx(want)

@@ -2,12 +2,15 @@
 the cause (a path, a shape, a type, an argnums) and, where there is one, what to do instead.
 
 Never a silently wrong number, never an internal crash."""
+import math
+import statistics
+
 import numpy as np
 import pytest
 
 import nestad as nd
 import nestad.numpy as anp
-from nestad import InvalidInputError
+from nestad import InvalidInputError, PerturbedConversionError
 
 
 def f2(x, y):
@@ -178,3 +181,60 @@ def test_differentiated_argument_passed_by_keyword(op):
     with pytest.raises(InvalidInputError, match=r"argnums=1 does not name an argument of a call "
                                                 r"with 1 positional.*positionally"):
         op(f2, argnums=1)(1.0, y=2.0)
+
+
+# ---------------------------------------------------------------- conversions of perturbed values
+
+# Every mode in which a perturbed value reaches user code.
+MODES = {
+    'derivative': lambda f: nd.derivative(f)(1.5),
+    'gradient_r': lambda f: nd.gradient_r(f)(1.5),
+    'gradient_f': lambda f: nd.gradient_f(f)(1.5),
+    'jvp': lambda f: nd.jvp(f, (1.5,), (1.0,)),
+    'vjp': lambda f: nd.vjp(f, 1.5),
+    'jacobian_r': lambda f: nd.jacobian_r(f)(1.5),
+    'hessian': lambda f: nd.hessian(f)(1.5),
+    'f-over-r': lambda f: nd.derivative(lambda s: nd.gradient_r(lambda x: f(x * s))(1.5))(1.0),
+    'r-over-f': lambda f: nd.gradient_r(lambda s: nd.derivative(lambda x: f(x * s))(1.5))(1.0),
+}
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('convert, what', [
+    (float, r"float\(\)"), (int, r"int\(\)"), (round, r"round\(\)"), (lambda x: round(x, 2), r"round\(\)"),
+    (math.sin, r"float\(\)"), (math.exp, r"float\(\)"), (math.floor, r"math.floor\(\) \(use nestad.floor\)"),
+    (math.ceil, r"nestad.ceil"), (math.trunc, r"math.trunc"), (complex, r"complex\(\)"),
+    (lambda x: [1.0, 2.0][x], r"index"), (lambda x: range(x), r"index"),
+])
+def test_perturbed_value_forced_to_a_plain_number(mode, convert, what):
+    with pytest.raises(PerturbedConversionError, match=what + ".*would drop its derivative") as e:
+        MODES[mode](lambda x: convert(x * x))
+    assert "nestad.primal_value" in str(e.value)
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('test', [math.isnan, math.isfinite, math.isinf])
+def test_math_value_tests_name_nestads(mode, test):
+    # math.isnan(x) calls float(x); the message names the nestad functions to use.
+    with pytest.raises(PerturbedConversionError, match=r"nestad.isnan / isfinite / isinf instead of "
+                                                       r"math.isnan / isfinite / isinf"):
+        MODES[mode](lambda x: x if test(x) else x)
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('stat', [statistics.mean, statistics.variance, statistics.harmonic_mean])
+def test_statistics_module(mode, stat):
+    with pytest.raises(PerturbedConversionError, match=r"exact rational arithmetic \(the statistics "
+                                                       r"module.*sum\(xs\) / len\(xs\).*nestad.numpy.mean"):
+        MODES[mode](lambda x: stat([x, 2.0 * x, 3.0]))
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_modular_pow(mode):
+    with pytest.raises(PerturbedConversionError, match=r"pow\(x, y, mod\).*integer arithmetic.*"
+                                                       r"\(x \*\* y\) % mod"):
+        MODES[mode](lambda x: pow(x, 2, 5))
+    with pytest.raises(PerturbedConversionError, match=r"pow\(x, y, mod\)"):
+        MODES[mode](lambda x: pow(x * np.ones(2), 2, 5))
+    # The alternative the message names differentiates.
+    assert nd.derivative(lambda x: (x ** 2) % 5)(3.0) == 6.0
