@@ -22,7 +22,7 @@ from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
-from .structures import describe, flatten, leaf_paths
+from .structures import describe, flatten, leaf_paths, registered_base
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -37,9 +37,11 @@ def _check_number(x, op, what):
         described = f"an ndarray of dtype {x.dtype}, not of real numbers"
     else:
         described = f"{_a(type(x).__name__)} ({x!r:.60}), not a real number or array"
-    if isinstance(x, (list, tuple, dict)):      # a subclass nestad cannot rebuild
-        hint = (f"{type(x).__name__} is a subclass of {type(x).__mro__[1].__name__}, which nestad "
-                "does not know how to rebuild: register it with nestad.register_structure")
+    base = registered_base(x)
+    if base is not None:                        # a subclass nestad cannot rebuild
+        hint = (f"{type(x).__name__} is a subclass of {base.__name__}, which nestad does not "
+                "know how to rebuild (structures match by exact type): register it with "
+                "nestad.register_structure, or pass a plain " + base.__name__)
     else:
         hint = ("nestad differentiates with respect to numbers, ndarrays of real numbers, and "
                 "tuples, lists, dicts, namedtuples and dataclasses of them; register other "
@@ -52,7 +54,7 @@ def _a(noun):
 
 
 def _leaves_of(tree, op, name):
-    leaves, treedef = flatten(tree)
+    leaves, treedef = flatten(tree, name, op)
     for k, x in enumerate(leaves):
         if not _is_number(x):
             _check_number(x, op, f"{name}{leaf_paths(tree)[k]}")   # raises, naming the path
@@ -342,17 +344,17 @@ def vjp(f, /, *primals, **kwargs):
     return value, pullback
 
 
-def _vjp(f, primals, kwargs, op):
+def _vjp(f, primals, kwargs, op, name="primals"):
     """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
     TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
     primal leaves' cotangents, unchecked."""
-    leaves, treedef = _leaves_of(primals, op, "primals")
+    leaves, treedef = _leaves_of(primals, op, name)
     tag = perturbation.fresh()
     try:
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells), **kwargs)
-        out_leaves, out_def = flatten(out)
+        out_leaves, out_def = flatten(out, "output", op)
         for k, y in enumerate(out_leaves):
             if callable(y):
                 raise InvalidInputError(
@@ -452,7 +454,7 @@ def jacobian_r(f, argnums=0):
         nums, many = _argnums(spec, len(args), op, kwargs)
         chosen = tuple(args[i] for i in nums)
         value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op)
+            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
         out_sizes = [int(np.prod(s)) for s in out_shapes]
         in_shapes = [_shape_of(x) for x in flatten(chosen)[0]]
         rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry

@@ -1,5 +1,7 @@
 """API behaviour on valid but less common input: 0-d array outputs, keyword arguments,
 formatting, value predicates, numeric protocol methods, containers."""
+import collections
+import dataclasses
 import math
 
 import numpy as np
@@ -214,3 +216,55 @@ def test_divmod(D):
     g = nd.gradient_r(lambda v: anp.sum(divmod(v, 2.0)[1] * divmod(10.0, v)[1]))(np.array([3.0, 4.5]))
     want = [1 * (10 % 3.0) + (3.0 % 2) * -(10 // 3.0), 1 * (10 % 4.5) + (4.5 % 2) * -(10 // 4.5)]
     assert g.tolist() == pytest.approx(want)
+
+
+# ---------------------------------------------------------------- containers
+
+def _loss(p):
+    return p['a'] * p['b'] ** 2
+
+
+def _check_dict_gradient(g, cls, want):
+    assert type(g) is cls and list(g) == list(want) and dict(g) == pytest.approx(want)
+
+
+@pytest.mark.parametrize('grad', [nd.gradient_r, nd.gradient_f,
+                                  lambda f: lambda p: nd.vjp(f, p)[1](1.0)[0]])
+def test_ordered_dict_and_defaultdict_inputs(grad):
+    od = collections.OrderedDict([('b', 3.0), ('a', 2.0)])
+    _check_dict_gradient(grad(_loss)(od), collections.OrderedDict, {'b': 12.0, 'a': 9.0})
+    dd = collections.defaultdict(lambda: 7.0, {'a': 2.0, 'b': 3.0})
+    g = grad(_loss)(dd)
+    _check_dict_gradient(g, collections.defaultdict, {'a': 9.0, 'b': 12.0})
+    assert g.default_factory is dd.default_factory and g['missing'] == 7.0
+
+
+def test_ordered_dict_and_defaultdict_in_every_operator():
+    od = collections.OrderedDict([('x', 1.5), ('y', np.array([1.0, 2.0]))])
+    f = lambda p: collections.OrderedDict([('s', p['x'] * anp.sum(p['y'])), ('t', p['x'])])  # noqa: E731
+    Jf, Jr = nd.jacobian_f(f)(od), nd.jacobian_r(f)(od)
+    for J in (Jf, Jr):
+        assert type(J) is collections.OrderedDict and type(J['s']) is collections.OrderedDict
+        assert J['s']['x'] == 3.0 and J['s']['y'].tolist() == [1.5, 1.5] and J['t']['x'] == 1.0
+    H = nd.hessian(lambda p: p['x'] ** 2 * anp.sum(p['y']))(od)
+    assert H['x']['x'] == 6.0 and H['x']['y'].tolist() == [3.0, 3.0]
+    out = nd.derivative(lambda t: collections.defaultdict(list, {'a': t * t, 'b': 2.0}))(3.0)
+    assert type(out) is collections.defaultdict and out.default_factory is list
+    assert dict(out) == {'a': 6.0, 'b': 0.0}
+    _, tangent = nd.jvp(_loss, (od | {'a': 2.0, 'b': 3.0},), (collections.OrderedDict(
+        [('x', 0.0), ('y', np.zeros(2)), ('a', 1.0), ('b', 0.0)]),))
+    assert tangent == 9.0
+
+
+def test_registered_structure_paths_and_gradient():
+    @dataclasses.dataclass
+    class Layer:
+        w: list
+        label: str
+
+    # A registered dataclass uses its own flatten; error paths index its children.
+    nd.register_structure(Layer, lambda l: ([l.w], l.label), lambda label, ch: Layer(ch[0], label))
+    g = nd.gradient_r(lambda l: l.w[0] * l.w[1])(Layer([2.0, 3.0], "dense"))
+    assert g == Layer([3.0, 2.0], "dense")
+    with pytest.raises(nd.InvalidInputError, match=r"argument\[0\]\[0\]\[1\] is a str"):
+        nd.gradient_r(lambda l: l.w[0])(Layer([2.0, "x"], "dense"))

@@ -2,6 +2,8 @@
 the cause (a path, a shape, a type, an argnums) and, where there is one, what to do instead.
 
 Never a silently wrong number, never an internal crash."""
+import collections
+import dataclasses
 import math
 import statistics
 
@@ -238,3 +240,136 @@ def test_modular_pow(mode):
         MODES[mode](lambda x: pow(x * np.ones(2), 2, 5))
     # The alternative the message names differentiates.
     assert nd.derivative(lambda x: (x ** 2) % 5)(3.0) == 6.0
+
+
+# ---------------------------------------------------------------- structures
+
+def _cyclic_list():
+    a = [1.0]
+    a.append(a)
+    return a
+
+
+def _cyclic_dict():
+    d = {'a': 1.0}
+    d['self'] = [2.0, d]
+    return d
+
+
+@dataclasses.dataclass
+class Node:
+    value: float
+    rest: object
+
+
+def _cyclic_node():
+    n = Node(1.0, None)
+    n.rest = [n]
+    return n
+
+
+@pytest.mark.parametrize('call, msg', [
+    (lambda: nd.gradient_r(lambda a: a[0])(_cyclic_list()), r"gradient_r: argument\[0\]\[1\] is argument\[0\] itself"),
+    (lambda: nd.gradient_f(lambda a: a['a'])(_cyclic_dict()), r"gradient_f: argument\[0\]\['self'\]\[1\] is argument\[0\] itself"),
+    (lambda: nd.jacobian_r(lambda n: n.value)(_cyclic_node()), r"argument\[0\].rest\[0\] is argument\[0\] itself"),
+    (lambda: nd.hessian(lambda x, a: x * a[0], argnums=1)(1.0, _cyclic_list()), r"hessian: argument\[0\]\[1\] is argument\[0\] itself"),
+    (lambda: nd.jvp(lambda a: a[0], (_cyclic_list(),), ([1.0, [1.0]],)), r"jvp: primals\[0\]\[1\] is primals\[0\] itself"),
+    (lambda: nd.jvp(lambda a: a, ([1.0, [1.0]],), (_cyclic_list(),)), r"jvp: tangents\[0\]\[1\] is tangents\[0\] itself"),
+    (lambda: nd.vjp(lambda x, a: x, 1.0, _cyclic_list()), r"vjp: primals\[1\]\[1\] is primals\[1\] itself"),
+    (lambda: nd.derivative(lambda x: [x, _cyclic_dict()])(1.0), r"derivative: output\[1\]\['self'\]\[1\] is output\[1\] itself"),
+    (lambda: nd.vjp(lambda x: _cyclic_list(), 1.0), r"vjp: output\[1\] is output itself"),
+    (lambda: nd.jacobian_f(lambda x: _cyclic_list())(1.0), r"output\[1\] is output itself"),
+])
+def test_cyclic_structure(call, msg):
+    # A self-referential input used to end in RecursionError.
+    with pytest.raises(InvalidInputError, match=msg + r": the structure contains itself.*cycle"):
+        call()
+
+
+def test_shared_substructure_is_not_a_cycle():
+    shared = [1.0, 2.0]
+    assert nd.gradient_r(lambda p: p[0][0] * p[1][1])([shared, shared]) == [[2.0, 0.0], [0.0, 1.0]]
+
+
+def test_structure_nested_beyond_the_recursion_limit():
+    deep = 1.0
+    for _ in range(3000):
+        deep = [deep]
+    with pytest.raises(InvalidInputError, match=r"gradient_r: argument is nested too deeply for "
+                                                r"Python's recursion limit.*sys.setrecursionlimit"):
+        nd.gradient_r(lambda d: 1.0)(deep)
+
+
+class Box:
+    def __init__(self, value, label):
+        self.value, self.label = value, label
+
+
+@pytest.mark.parametrize('flatten, returned', [
+    (lambda b: b.value, r"it returned float 2.0"),                       # no pair at all
+    (lambda b: [b.value], r"it returned list \[2.0\]"),                   # children without aux
+    (lambda b: (b.value, b.label), r"it returned tuple \(2.0, 'w'\)"),    # children not a list
+    (lambda b: ([b.value], b.label, None), r"it returned tuple"),          # three things
+])
+def test_register_structure_with_a_flatten_of_the_wrong_shape(flatten, returned):
+    # Used to fail with "cannot unpack non-iterable float object".
+    nd.register_structure(Box, flatten, lambda label, ch: Box(ch[0], label))
+    for D in (nd.gradient_r, nd.gradient_f, lambda f: lambda b: nd.vjp(f, b)):
+        with pytest.raises(InvalidInputError, match=r"register_structure\(Box\): flatten\(obj\) must "
+                                                    r"return a pair \(children, aux\).*" + returned):
+            D(lambda b: b.value * b.value)(Box(2.0, 'w'))
+
+
+@pytest.mark.parametrize('args, msg', [
+    ((Box(1.0, 'w'), lambda b: ([b.value], 0), lambda a, c: c), r"cls must be a class"),
+    ((Box, None, lambda a, c: c), r"register_structure\(Box\): flatten must be a function callable as flatten\(obj\)"),
+    ((Box, lambda: ([], 0), lambda a, c: c), r"flatten must be a function callable as flatten\(obj\)"),
+    ((Box, lambda b: ([b.value], 0), lambda children: children),
+     r"unflatten must be a function callable as unflatten\(aux, children\)"),
+    ((Box, lambda b: ([b.value], 0), "Box"), r"unflatten must be a function"),
+])
+def test_register_structure_arguments_checked(args, msg):
+    with pytest.raises(InvalidInputError, match=msg):
+        nd.register_structure(*args)
+
+
+class MyList(list):
+    pass
+
+
+class MyDict(dict):
+    pass
+
+
+class MyTuple(tuple):
+    pass
+
+
+class MyOrderedDict(collections.OrderedDict):
+    pass
+
+
+class SubBox(Box):
+    pass
+
+
+@pytest.mark.parametrize('value, base', [
+    (MyList([1.0, 2.0]), 'list'), (MyDict(a=1.0), 'dict'), (MyTuple((1.0,)), 'tuple'),
+    (MyOrderedDict(a=1.0), 'OrderedDict'), (SubBox(1.0, 'w'), 'Box'),
+])
+@pytest.mark.parametrize('op', [nd.gradient_r, nd.gradient_f, nd.jacobian_r, nd.jacobian_f])
+def test_unregistered_subclass_of_a_container(value, base, op):
+    # A subclass may change construction or semantics: refused with a clear error, never
+    # rebuilt as its base class (nor silently treated as a leaf).
+    nd.register_structure(Box, lambda b: ([b.value], b.label), lambda label, ch: Box(ch[0], label))
+    name = type(value).__name__
+    with pytest.raises(InvalidInputError, match=rf"argument\[1\]\[0\] is an? {name} .*{name} is a "
+                                                rf"subclass of {base}.*register it"):
+        op(lambda x, v: x, argnums=(0, 1))(1.0, [value])
+
+
+def test_unregistered_subclass_as_an_output():
+    with pytest.raises(InvalidInputError, match=r"derivative: output\[0\] is a MyDict"):
+        nd.derivative(lambda x: [MyDict(a=x)])(1.0)
+    with pytest.raises(InvalidInputError, match=r"vjp: output is a MyList"):
+        nd.vjp(lambda x: MyList([x]), 1.0)
