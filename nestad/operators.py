@@ -50,7 +50,7 @@ def _check_number(x, op, what):
 
 
 def _a(noun):
-    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+    return ("an " if noun[:1].lower() in "aeiou" or noun.startswith("nd") else "a ") + noun
 
 
 def _leaves_of(tree, op, name):
@@ -166,20 +166,23 @@ def jvp(f, primals, tangents, /, **kwargs):
     ``primals`` and ``tangents`` are tuples of arguments with matching structures;
     keyword arguments are passed to ``f`` and not differentiated.
     """
-    op = "jvp"
+    return _jvp(f, primals, tangents, kwargs, "jvp")
+
+
+def _jvp(f, primals, tangents, kwargs, op):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise InvalidInputError("jvp(f, primals, tangents): primals and tangents must be tuples "
                                 "of positional arguments, e.g. jvp(f, (x,), (v,))")
     p_leaves, p_def = _leaves_of(tuple(primals), op, "primals")
     t_leaves, t_def = _leaves_of(tuple(tangents), op, "tangents")
     if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
-        raise InvalidInputError(f"jvp: tangents must have the same structure as primals, "
+        raise InvalidInputError(f"{op}: tangents must have the same structure as primals, "
                                 f"{describe(tuple(primals))}, but they are "
                                 f"{describe(tuple(tangents))} (* marks a leaf)")
     for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if _shape_of(p) != _shape_of(t):
             path = leaf_paths(tuple(primals))[k]
-            raise InvalidInputError(f"jvp: tangents{path} has shape {_shape_of(t)} but "
+            raise InvalidInputError(f"{op}: tangents{path} has shape {_shape_of(t)} but "
                                     f"primals{path} has shape {_shape_of(p)}; each tangent "
                                     "must have the shape of its primal (nothing is broadcast)")
     return _push(f, p_leaves, p_def, t_leaves, op, kwargs)
@@ -198,7 +201,7 @@ def _push(f, leaves, treedef, tangents, op, kwargs):
 
 def directional_derivative(f, x, v, /, **kwargs):
     """Derivative of ``f`` at ``x`` in direction ``v`` (same structure as ``x``)."""
-    return jvp(f, (x,), (v,), **kwargs)[1]
+    return _jvp(f, (x,), (v,), kwargs, "directional_derivative")[1]
 
 
 def _basis(leaves):
@@ -299,11 +302,15 @@ def _value_and_gradient(f, spec, args, kwargs, op):
 def gradient_r(f, argnums=0):
     """The gradient of a real-valued ``f`` by reverse mode, with the structure of the
     chosen argument (a tuple of them when ``argnums`` is a tuple)."""
-    spec = _argnums_spec(argnums, "gradient_r")
+    return _gradient_r(f, argnums, "gradient_r")
+
+
+def _gradient_r(f, argnums, op):
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
     def grad_r(*args, **kwargs):
-        return _value_and_gradient(f, spec, args, kwargs, "gradient_r")[1]
+        return _value_and_gradient(f, spec, args, kwargs, op)[1]
     return grad_r
 
 
@@ -480,13 +487,12 @@ def jacobian_r(f, argnums=0):
 
 def hessian(f, argnums=0):
     """Hessian of a real-valued ``f``: forward mode (batched) over reverse mode."""
-    _argnums_spec(argnums, "hessian")          # so that a bad argnums names hessian
-    return _jacobian_f(gradient_r(f, argnums), argnums, "hessian")
+    return _jacobian_f(_gradient_r(f, argnums, "hessian"), argnums, "hessian")
 
 
 def hvp(f, x, v, /, **kwargs):
     """Hessian-vector product H_f(x) v, forward over reverse, without forming H."""
-    return jvp(gradient_r(f), (x,), (v,), **kwargs)[1]
+    return _jvp(_gradient_r(f, 0, "hvp"), (x,), (v,), kwargs, "hvp")[1]
 
 
 grad = gradient_r

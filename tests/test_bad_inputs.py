@@ -373,3 +373,112 @@ def test_unregistered_subclass_as_an_output():
         nd.derivative(lambda x: [MyDict(a=x)])(1.0)
     with pytest.raises(InvalidInputError, match=r"vjp: output is a MyList"):
         nd.vjp(lambda x: MyList([x]), 1.0)
+
+
+# ---------------------------------------------------------------- outputs that are not scalars
+
+@pytest.mark.parametrize('op', ['gradient_r', 'value_and_gradient_r', 'gradient_f', 'hessian'])
+@pytest.mark.parametrize('out, described', [
+    (lambda x: [x, x], r"returned a list"), (lambda x: (x,), r"returned a tuple"),
+    (lambda x: x * np.ones(2), r"returned an Array\w+ of shape \(2,\)"),
+    (lambda x: np.ones((2, 2)), r"returned an ndarray of shape \(2, 2\)"),
+    (lambda x: "x", r"returned a str"), (lambda x: None, r"returned a NoneType"),
+    (lambda x: {'loss': x}, r"returned a dict"),
+])
+def test_non_scalar_output(op, out, described):
+    with pytest.raises(nd.NonScalarOutputError, match=rf"{op} needs a function that returns a real "
+                                                      rf"scalar, but it {described}.*(sum|jacobian_r)"):
+        getattr(nd, op)(out)(1.0)
+
+
+def test_non_scalar_output_nested():
+    with pytest.raises(nd.NonScalarOutputError, match="gradient_r.*returned a list"):
+        nd.derivative(lambda y: nd.gradient_r(lambda x: [x * y, x])(1.0))(2.0)
+    with pytest.raises(nd.NonScalarOutputError, match="hvp.*returned a tuple"):
+        nd.hvp(lambda x: (x, x), 1.0, 1.0)
+
+
+# ---------------------------------------------------------------- non-numbers as inputs
+
+BAD_VALUES = [("abc", "str"), (None, "NoneType"), (1 + 2j, "complex"), (object(), "object"),
+              (np.array(["a"]), "ndarray of dtype <U1"), (np.array([1j]), "ndarray of dtype complex128")]
+
+# (call with one argument, the path the message names)
+ARGUMENT_CALLS = {
+    'derivative': (lambda a: nd.derivative(lambda x: x)(a), "the argument"),
+    'gradient_r': (lambda a: nd.gradient_r(lambda x: x)(a), r"argument\[0\]"),
+    'value_and_gradient_r': (lambda a: nd.value_and_gradient_r(lambda x: x)(a), r"argument\[0\]"),
+    'gradient_f': (lambda a: nd.gradient_f(lambda x: x)(a), r"argument\[0\]"),
+    'jacobian_f': (lambda a: nd.jacobian_f(lambda x: x)(a), r"argument\[0\]"),
+    'jacobian_r': (lambda a: nd.jacobian_r(lambda x: x)(a), r"argument\[0\]"),
+    'hessian': (lambda a: nd.hessian(lambda x: x)(a), r"argument\[0\]"),
+    'jvp': (lambda a: nd.jvp(lambda x: x, (a,), (1.0,)), r"primals\[0\]"),
+    'jvp tangent': (lambda a: nd.jvp(lambda x: x, (1.0,), (a,)), r"tangents\[0\]"),
+    'vjp': (lambda a: nd.vjp(lambda x: x, a), r"primals\[0\]"),
+    'hvp': (lambda a: nd.hvp(lambda x: x, a, 1.0), r"primals\[0\]"),
+    'directional_derivative': (lambda a: nd.directional_derivative(lambda x: x, 1.0, a), r"tangents\[0\]"),
+}
+
+
+@pytest.mark.parametrize('op', ARGUMENT_CALLS)
+@pytest.mark.parametrize('bad, kind', BAD_VALUES, ids=[k for _, k in BAD_VALUES])
+def test_non_number_argument(op, bad, kind):
+    call, path = ARGUMENT_CALLS[op]
+    with pytest.raises(InvalidInputError, match=rf"{op.split()[0]}: {path} is an? {kind}"):
+        call(bad)
+
+
+@pytest.mark.parametrize('op', ['gradient_r', 'gradient_f', 'jacobian_f', 'jacobian_r', 'hessian'])
+def test_non_number_inside_a_structure(op):
+    params = {'w': [1.0, np.ones(2)], 'b': (2.0, {'scale': "big"})}
+    with pytest.raises(InvalidInputError, match=rf"{op}: argument\[0\]\['b'\]\[1\]\['scale'\] is a str"):
+        getattr(nd, op)(lambda p: p['w'][0])(params)
+    with pytest.raises(InvalidInputError, match=rf"{op}: argument\[1\]\[0\] is a NoneType"):
+        getattr(nd, op)(lambda x, y: x, argnums=(0, 1))(1.0, [None])
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('compute, name', [
+    (lambda x: x + "s", "add"), (lambda x: "s" + x, "add"), (lambda x: x * "s", "multiply"),
+    (lambda x: x / None, "divide"), (lambda x: x ** "2", "pow"), (lambda x: nd.sin("s") * x, "sin"),
+    (lambda x: nd.atan2(x, "s"), "atan2"), (lambda x: nd.maximum([1.0], x), "maximum"),
+])
+def test_non_number_inside_the_computation(mode, compute, name):
+    with pytest.raises(InvalidInputError, match=rf"nestad.{name} got \w+ .*not a real number"):
+        MODES[mode](compute)
+
+
+@pytest.mark.parametrize('op', ['derivative', 'jvp', 'jacobian_f', 'jacobian_r', 'vjp'])
+def test_non_number_output_leaf(op):
+    f = lambda x: {'value': x, 'unit': "m"}   # noqa: E731
+    call = {'derivative': lambda: nd.derivative(f)(1.0), 'jvp': lambda: nd.jvp(f, (1.0,), (1.0,)),
+            'jacobian_f': lambda: nd.jacobian_f(f)(1.0), 'jacobian_r': lambda: nd.jacobian_r(f)(1.0),
+            'vjp': lambda: nd.vjp(f, 1.0)}[op]
+    with pytest.raises(InvalidInputError, match=rf"{op}: output\['unit'\] is a str"):
+        call()
+
+
+def test_derivative_of_an_array_argument():
+    with pytest.raises(InvalidInputError, match="takes a real number; for an array x use jvp"):
+        nd.derivative(lambda x: x)(np.ones(2))
+    with pytest.raises(InvalidInputError, match=r"primals and tangents must be tuples.*jvp\(f, \(x,\), \(v,\)\)"):
+        nd.jvp(lambda x: x, 1.0, 1.0)
+
+
+# ---------------------------------------------------------------- escaped perturbations
+
+@pytest.mark.parametrize('leak_mode', ['derivative', 'gradient_r', 'gradient_f', 'vjp'])
+@pytest.mark.parametrize('use', ['derivative', 'gradient_r', 'gradient_f', 'float'])
+def test_escaped_perturbation(leak_mode, use):
+    leaked = []
+
+    def f(x):
+        leaked.append(x * 2.0)
+        return x * x
+    MODES[leak_mode](f)
+    if use == 'float':
+        with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
+            float(leaked[0])
+        return
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect.*Return"):
+        getattr(nd, use)(lambda y: y * leaked[0])(2.0)
