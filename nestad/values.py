@@ -73,12 +73,12 @@ class Perturbed:
         self._refuse("math.ceil() (use nestad.ceil)")
 
     def as_integer_ratio(self):
-        # statistics.mean/median and fractions.Fraction compute with exact integer ratios.
+        # statistics.mean, variance, ... compute with exact integer ratios.
         if not perturbation.is_live(self.tag):
             self._refuse("as_integer_ratio()")
         raise PerturbedConversionError(
             "as_integer_ratio() on a value that carries a perturbation: exact rational "
-            "arithmetic (the statistics module, fractions.Fraction) would drop its derivative. "
+            "arithmetic (the statistics module computes with it) would drop its derivative. "
             "Compute a mean as sum(xs) / len(xs), or use nestad.numpy.mean.")
 
     def __divmod__(self, other):
