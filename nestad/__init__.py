@@ -15,7 +15,7 @@ from .primitives import (acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, cei
 from .primitives import abs_ as abs  # noqa: A001  (nestad.abs mirrors numpy's name)
 from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
-from .values import Bundle, TapeCell, primal_value
+from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
 
 __version__ = "0.1.0"
@@ -27,6 +27,7 @@ __all__ = [
     'acos', 'acosh', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'cbrt', 'ceil', 'cos', 'cosh',
     'erf', 'erfc', 'exp', 'expm1', 'floor', 'hypot', 'log', 'log1p', 'log2', 'log10',
     'maximum', 'minimum', 'pow', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'abs',
+    'isnan', 'isfinite', 'isinf',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError',

@@ -45,7 +45,7 @@ def primal_of(tag, y, op="derivative"):
 def _extract(tag, y, part, op):
     if isinstance(y, Bundle) and y.tag == tag:      # the common case: one number or array
         return _checked(y.tangent if part else y.primal, op)
-    leaves, treedef = flatten(y)
+    leaves, treedef = flatten(y, "output", op)
     memo = _Memo()
     out = []
     for k, x in enumerate(leaves):

@@ -22,7 +22,7 @@ from .arrays import make_bundle, make_cell
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
-from .structures import flatten, leaf_paths
+from .structures import describe, flatten, leaf_paths, registered_base
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -33,15 +33,28 @@ def _check_number(x, op, what):
         return _checked(x, op)
     if isinstance(x, Real) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
         return x
-    raise InvalidInputError(
-        f"{op}: {what} is a {type(x).__name__} ({x!r:.60}), not a real number or array. "
-        "nestad differentiates with respect to numbers, ndarrays of real numbers, and tuples, "
-        "lists, dicts, namedtuples and dataclasses of them; register other containers with "
-        "nestad.register_structure.")
+    if isinstance(x, np.ndarray):
+        described = f"an ndarray of dtype {x.dtype}, not of real numbers"
+    else:
+        described = f"{_a(type(x).__name__)} ({x!r:.60}), not a real number or array"
+    base = registered_base(x)
+    if base is not None:                        # a subclass nestad cannot rebuild
+        hint = (f"{type(x).__name__} is a subclass of {base.__name__}, which nestad does not "
+                "know how to rebuild (structures match by exact type): register it with "
+                "nestad.register_structure, or pass a plain " + base.__name__)
+    else:
+        hint = ("nestad differentiates with respect to numbers, ndarrays of real numbers, and "
+                "tuples, lists, dicts, namedtuples and dataclasses of them; register other "
+                "containers with nestad.register_structure")
+    raise InvalidInputError(f"{op}: {what} is {described}. {hint}.")
+
+
+def _a(noun):
+    return ("an " if noun[:1].lower() in "aeiou" or noun.startswith("nd") else "a ") + noun
 
 
 def _leaves_of(tree, op, name):
-    leaves, treedef = flatten(tree)
+    leaves, treedef = flatten(tree, name, op)
     for k, x in enumerate(leaves):
         if not _is_number(x):
             _check_number(x, op, f"{name}{leaf_paths(tree)[k]}")   # raises, naming the path
@@ -55,14 +68,44 @@ def _is_number(x):
             or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'))
 
 
-def _argnums(argnums, nargs, op):
+def _argnums_spec(argnums, op):
+    """``argnums`` as a tuple of ints and whether a tuple was asked for; checked once,
+    when the operator is made.  A repeated position would be differentiated twice and
+    give a silently wrong gradient, so it is refused."""
     many = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if many else (argnums,)
     for a in nums:
-        if not isinstance(a, int) or not -nargs <= a < nargs:
-            raise InvalidInputError(f"{op}: argnums={argnums!r} does not name an argument of a "
-                                    f"call with {nargs} positional argument(s)")
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise InvalidInputError(f"{op}: argnums={argnums!r}: {a!r} is not a position; argnums "
+                                    "is an int or a tuple of ints (positions of positional arguments)")
+    nums = tuple(int(a) for a in nums)
+    _no_repeats(nums, argnums, op)
     return nums, many
+
+
+def _no_repeats(nums, argnums, op):
+    if len(set(nums)) != len(nums):
+        raise InvalidInputError(f"{op}: argnums={argnums!r} names an argument more than once; "
+                                "give each position once")
+
+
+def _argnums(spec, nargs, op, kwargs=None):
+    """The positions of ``spec`` in a call with ``nargs`` positional arguments."""
+    nums, many = spec
+    if any(not -nargs <= a < nargs for a in nums):
+        hint = ("; keyword arguments are passed to the function undifferentiated, so pass the "
+                "arguments to differentiate positionally" if kwargs else "")
+        raise InvalidInputError(f"{op}: argnums={_shown(spec)!r} does not name an argument of a "
+                                f"call with {nargs} positional argument(s){hint}")
+    if any(a < 0 for a in nums):
+        nums = tuple(a % nargs for a in nums)
+        _no_repeats(nums, _shown(spec), op)        # (0, -1) with one argument
+    return nums, many
+
+
+def _shown(spec):
+    nums, many = spec
+    return nums if many else nums[0]
 
 
 def _replace(args, nums, chosen):
@@ -86,60 +129,79 @@ def _zero_like(x):
 
 # ---------------------------------------------------------------- forward mode
 
+_MISSING = object()
+
+
 def derivative(f):
     """``derivative(f)(x)``: df/dx at a real ``x`` by forward mode.
 
     ``f`` may return a number, an array, a function, or any structure of them; the
     result has the same shape, and a function in it computes the derivative of what
-    ``f``'s function computes (it may be applied any number of times, anywhere)."""
+    ``f``'s function computes (it may be applied any number of times, anywhere).
+    Keyword arguments are passed to ``f`` and not differentiated."""
     @functools.wraps(f)
-    def df(x):
-        _check_number(x, "derivative", "the argument")
-        if _shape_of(x) != ():
-            raise InvalidInputError("derivative(f)(x) takes a real number; for an array x use "
-                                    "jvp, directional_derivative or jacobian_f")
+    def df(x=_MISSING, /, *more, **kwargs):
+        if more or x is _MISSING:
+            raise InvalidInputError(
+                f"derivative(f)(x) takes one positional argument, the real number x to "
+                f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
+                "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
+                "or jacobian_f.")
+        if x.__class__ is not float:            # (a float needs no checks: the common case)
+            _check_number(x, "derivative", "the argument")
+            if _shape_of(x) != ():
+                raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
+                                        "use jvp, directional_derivative or jacobian_f")
         tag = perturbation.fresh()
         try:
-            return tangent_of(tag, f(Bundle(tag, x, 1.0)), "derivative")
+            return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
         finally:
             perturbation.retire(tag)
     return df
 
 
-def jvp(f, primals, tangents):
-    """``(f(*primals), J_f(primals) @ tangents)`` by one forward pass.
+def jvp(f, primals, tangents, /, **kwargs):
+    """``(f(*primals, **kwargs), J_f(primals) @ tangents)`` by one forward pass.
 
-    ``primals`` and ``tangents`` are tuples of arguments with matching structures.
+    ``primals`` and ``tangents`` are tuples of arguments with matching structures;
+    keyword arguments are passed to ``f`` and not differentiated.
     """
-    op = "jvp"
+    return _jvp(f, primals, tangents, kwargs, "jvp")
+
+
+def _jvp(f, primals, tangents, kwargs, op):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise InvalidInputError("jvp(f, primals, tangents): primals and tangents must be tuples "
                                 "of positional arguments, e.g. jvp(f, (x,), (v,))")
     p_leaves, p_def = _leaves_of(tuple(primals), op, "primals")
     t_leaves, t_def = _leaves_of(tuple(tangents), op, "tangents")
     if len(p_leaves) != len(t_leaves) or p_def.signature() != t_def.signature():
-        raise InvalidInputError("jvp: tangents must have the same structure as primals")
-    for p, t in zip(p_leaves, t_leaves):
+        raise InvalidInputError(f"{op}: tangents must have the same structure as primals, "
+                                f"{describe(tuple(primals))}, but they are "
+                                f"{describe(tuple(tangents))} (* marks a leaf)")
+    for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         if _shape_of(p) != _shape_of(t):
-            raise InvalidInputError(f"jvp: a tangent of shape {_shape_of(t)} was given "
-                                    f"for a primal of shape {_shape_of(p)}")
-    return _push(f, p_leaves, p_def, t_leaves, op)
+            path = leaf_paths(tuple(primals))[k]
+            raise InvalidInputError(f"{op}: tangents{path} has shape {_shape_of(t)} but "
+                                    f"primals{path} has shape {_shape_of(p)}; each tangent "
+                                    "must have the shape of its primal (nothing is broadcast)")
+    return _push(f, p_leaves, p_def, t_leaves, op, kwargs)
 
 
-def _push(f, leaves, treedef, tangents, op):
+def _push(f, leaves, treedef, tangents, op, kwargs):
     """One forward pass: leaves perturbed by ``tangents``; (primal out, tangent out)."""
     tag = perturbation.fresh()
     try:
         args = treedef.build([make_bundle(tag, p, t) for p, t in zip(leaves, tangents)])
-        out = f(*args)
+        out = f(*args, **kwargs)
         return primal_of(tag, out, op), tangent_of(tag, out, op)
     finally:
         perturbation.retire(tag)
 
 
-def directional_derivative(f, x, v):
+def directional_derivative(f, x, v, /, **kwargs):
     """Derivative of ``f`` at ``x`` in direction ``v`` (same structure as ``x``)."""
-    return jvp(f, (x,), (v,))[1]
+    return _jvp(f, (x,), (v,), kwargs, "directional_derivative")[1]
 
 
 def _basis(leaves):
@@ -171,11 +233,16 @@ def gradient_f(f, argnums=0):
     function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
     op = "gradient_f"
 
-    def checked(*args):
-        out = f(*args)
+    def checked(*args, **kwargs):
+        out = f(*args, **kwargs)
         _check_scalar(out, op)
         return out
-    return functools.wraps(f)(jacobian_f(checked, argnums))
+    return functools.wraps(f)(_jacobian_f(checked, argnums, op))
+
+
+def _unwrap0d(x):
+    """A plain 0-d block as a scalar, as _reshape gives in the batched path."""
+    return x[()] if x.__class__ is np.ndarray and x.ndim == 0 else x
 
 
 def _reshape(x, shape):
@@ -189,24 +256,38 @@ def _reshape(x, shape):
 # ---------------------------------------------------------------- reverse mode
 
 def _check_scalar(out, op):
+    """A real scalar: a number (numpy scalars too), or a 0-d array, perturbed or not."""
     if isinstance(out, (Perturbed, Real)) and _shape_of(out) == ():
         return
+    if isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in 'biuf':
+        return
+    if callable(out):
+        raise NonScalarOutputError(
+            f"{op} needs a function that returns a real scalar, but it returned a function. "
+            "Reverse mode and gradients cannot differentiate function-valued outputs; use "
+            "forward mode (derivative, jvp, jacobian_f), which returns a function that "
+            "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
-    described = f"{type(out).__name__}" + (f" of shape {shape}" if shape is not None else "")
+    described = _a(type(out).__name__) + (f" of shape {shape}" if shape is not None else "")
+    if shape and np.prod(shape) == 1:
+        # JAX's choice: a one-element array is not taken for a scalar.
+        hint = ("A one-element array is not taken for a scalar: index it (y[0]) or sum it "
+                "(y.sum()) to return the scalar you mean.")
+    else:
+        hint = ("Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
+                "vector-valued functions.")
     raise NonScalarOutputError(
-        f"{op} needs a function that returns a real scalar, but it returned a {described}. "
-        "Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
-        "vector-valued functions.")
+        f"{op} needs a function that returns a real scalar, but it returned {described}. {hint}")
 
 
-def _value_and_gradient(f, argnums, args, op):
-    nums, many = _argnums(argnums, len(args), op)
+def _value_and_gradient(f, spec, args, kwargs, op):
+    nums, many = _argnums(spec, len(args), op, kwargs)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
-            out = f(*_replace(args, nums, treedef.build(cells)))
+            out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
             sens = backpropagate((out,), (1.0,), tag)
@@ -221,44 +302,83 @@ def _value_and_gradient(f, argnums, args, op):
 def gradient_r(f, argnums=0):
     """The gradient of a real-valued ``f`` by reverse mode, with the structure of the
     chosen argument (a tuple of them when ``argnums`` is a tuple)."""
+    return _gradient_r(f, argnums, "gradient_r")
+
+
+def _gradient_r(f, argnums, op):
+    spec = _argnums_spec(argnums, op)
+
     @functools.wraps(f)
-    def grad_r(*args):
-        return _value_and_gradient(f, argnums, args, "gradient_r")[1]
+    def grad_r(*args, **kwargs):
+        return _value_and_gradient(f, spec, args, kwargs, op)[1]
     return grad_r
 
 
 def value_and_gradient_r(f, argnums=0):
     """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run."""
+    spec = _argnums_spec(argnums, "value_and_gradient_r")
+
     @functools.wraps(f)
-    def value_and_grad_r(*args):
-        return _value_and_gradient(f, argnums, args, "value_and_gradient_r")
+    def value_and_grad_r(*args, **kwargs):
+        return _value_and_gradient(f, spec, args, kwargs, "value_and_gradient_r")
     return value_and_grad_r
 
 
-def vjp(f, *primals):
-    """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple, one cotangent per
-    primal.  The tape is kept by the pullback, which may be called any number of times."""
+def vjp(f, /, *primals, **kwargs):
+    """``(f(*primals, **kwargs), pullback)``; ``pullback(ct)`` returns a tuple, one
+    cotangent per primal (keyword arguments are not differentiated).  The tape is kept by the pullback, which may be called any number of times.
+    ``ct`` must have the structure of f's output and each leaf the shape of its output
+    leaf: nothing is broadcast (a wrongly shaped cotangent is an error, not a guess)."""
     op = "vjp"
-    leaves, treedef = _leaves_of(primals, op, "primals")
+    value, treedef, out_def, out_shapes, pull = _vjp(f, primals, kwargs, op)
+
+    def pullback(cotangent):
+        where = f"{op} pullback"
+        ct_leaves, ct_def = _leaves_of(cotangent, where, "cotangent")
+        if ct_def.signature() != out_def.signature():
+            raise InvalidInputError(
+                f"{where}: the cotangent must have the structure of f's output, "
+                f"{describe(value)}, but it is {describe(cotangent)} (* marks a leaf)")
+        for k, (c, s) in enumerate(zip(ct_leaves, out_shapes)):
+            if _shape_of(c) != s:
+                path = leaf_paths(value)[k]
+                raise InvalidInputError(
+                    f"{where}: cotangent{path} has shape {_shape_of(c)} but output{path} has "
+                    f"shape {s}; each cotangent leaf must have the shape of its output leaf "
+                    "(nothing is broadcast)")
+        return treedef.build(pull(ct_leaves))
+
+    return value, pullback
+
+
+def _vjp(f, primals, kwargs, op, name="primals"):
+    """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
+    TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
+    primal leaves' cotangents, unchecked."""
+    leaves, treedef = _leaves_of(primals, op, name)
     tag = perturbation.fresh()
     try:
         with gc_paused():
             cells = [make_cell(tag, x, ()) for x in leaves]
-            out = f(*treedef.build(cells))
-        out_leaves, out_def = flatten(out)
+            out = f(*treedef.build(cells), **kwargs)
+        out_leaves, out_def = flatten(out, "output", op)
+        for k, y in enumerate(out_leaves):
+            if callable(y):
+                raise InvalidInputError(
+                    f"{op}: output{leaf_paths(out)[k]} is a function. Reverse mode (vjp, "
+                    "jacobian_r, gradient_r) differentiates outputs made of numbers and arrays; "
+                    "for a function-valued output use forward mode (derivative, jvp, "
+                    "jacobian_f), which returns a function that computes the derivative.")
         value = primal_of(tag, out, op)
     finally:
         perturbation.retire(tag)
+    out_shapes = [_shape_of(y) for y in out_leaves]
 
-    def pullback(cotangent):
-        ct_leaves, ct_def = _leaves_of(cotangent, "vjp pullback", "cotangent")
-        if len(ct_leaves) != len(out_leaves) or ct_def.signature() != out_def.signature():
-            raise InvalidInputError("vjp pullback: the cotangent must have the structure of f's output")
+    def pull(ct_leaves):
         sens = backpropagate(out_leaves, ct_leaves, tag)
-        return treedef.build([sens[c.id] if c.id in sens else _zero_like(x)
-                              for c, x in zip(cells, leaves)])
+        return [sens[c.id] if c.id in sens else _zero_like(x) for c, x in zip(cells, leaves)]
 
-    return value, pullback
+    return value, treedef, out_def, out_shapes, pull
 
 
 # ---------------------------------------------------------------- Jacobians and Hessians
@@ -299,21 +419,25 @@ def jacobian_f(f, argnums=0):
     input's structure of blocks of shape ``out.shape + in.shape``.  When an input is an
     array, all input directions go through one batched pass; all-scalar inputs take one
     scalar pass each."""
-    op = "jacobian_f"
+    return _jacobian_f(f, argnums, "jacobian_f")
+
+
+def _jacobian_f(f, argnums, op):
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
-    def jac(*args):
-        nums, many = _argnums(argnums, len(args), op)
+    def jac(*args, **kwargs):
+        nums, many = _argnums(spec, len(args), op, kwargs)
         leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
-        g = lambda *c: f(*_replace(args, nums, c))   # noqa: E731
+        g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
         if all(_shape_of(x) == () for x in leaves):
             value, columns = _scalar_columns(g, leaves, treedef, op)
             out_leaves, out_def = flatten(value)
             out_shapes = [_shape_of(y) for y in out_leaves]
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: columns[j][i], many)
+                             lambda i, j: _unwrap0d(columns[j][i]), many)
         tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(g, leaves, treedef, tangents, op)
+        value, t = _push(g, leaves, treedef, tangents, op, {})
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
         t_leaves = [_columns(c, n, s) for c, s in zip(flatten(t)[0], out_shapes)]
@@ -330,18 +454,17 @@ def jacobian_f(f, argnums=0):
 def jacobian_r(f, argnums=0):
     """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
     op = "jacobian_r"
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
-    def jac(*args):
-        nums, many = _argnums(argnums, len(args), op)
+    def jac(*args, **kwargs):
+        nums, many = _argnums(spec, len(args), op, kwargs)
         chosen = tuple(args[i] for i in nums)
-        value, pullback = vjp(lambda *c: f(*_replace(args, nums, c)), *chosen)
-        out_leaves, out_def = flatten(value)
-        out_shapes = [_shape_of(y) for y in out_leaves]
+        value, in_def, out_def, out_shapes, pull = _vjp(
+            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
         out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_leaves, in_def = flatten(chosen)
-        in_shapes = [_shape_of(x) for x in in_leaves]
-        rows = [[] for _ in in_leaves]             # rows[j]: one input-shaped row per output entry
+        in_shapes = [_shape_of(x) for x in flatten(chosen)[0]]
+        rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
         for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
             for e in range(k):
                 ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
@@ -349,8 +472,7 @@ def jacobian_r(f, argnums=0):
                     ct[i][np.unravel_index(e, s)] = 1.0
                 else:
                     ct[i] = 1.0
-                grads = flatten(pullback(out_def.build(ct)))[0]
-                for j, g in enumerate(grads):
+                for j, g in enumerate(pull(ct)):
                     rows[j].append(g)
         starts = np.cumsum([0] + out_sizes)
 
@@ -365,12 +487,12 @@ def jacobian_r(f, argnums=0):
 
 def hessian(f, argnums=0):
     """Hessian of a real-valued ``f``: forward mode (batched) over reverse mode."""
-    return jacobian_f(gradient_r(f, argnums), argnums)
+    return _jacobian_f(_gradient_r(f, argnums, "hessian"), argnums, "hessian")
 
 
-def hvp(f, x, v):
+def hvp(f, x, v, /, **kwargs):
     """Hessian-vector product H_f(x) v, forward over reverse, without forming H."""
-    return jvp(gradient_r(f), (x,), (v,))[1]
+    return _jvp(_gradient_r(f, 0, "hvp"), (x,), (v,), kwargs, "hvp")[1]
 
 
 grad = gradient_r

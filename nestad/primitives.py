@@ -17,7 +17,7 @@ from numbers import Real
 import numpy as np
 
 from .lifting import Primitive, lift1, lift2
-from .values import Bundle, TapeCell, next_id, primal_value
+from .values import Bundle, TapeCell, modular_pow_error, next_id, primal_value
 
 _float = float
 _int = int
@@ -331,7 +331,9 @@ def _b_rtruediv(self, other):
 
 
 # d(x^n) = n x^(n-1) dx for a constant exponent; the general case goes through POW.
-def _b_pow(self, other):
+def _b_pow(self, other, mod=None):
+    if mod is not None:                     # pow(x, y, mod)
+        raise modular_pow_error()
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal
@@ -419,7 +421,9 @@ def _t_rtruediv(self, other):
     return lift2(DIV, other, self)
 
 
-def _t_pow(self, other):
+def _t_pow(self, other, mod=None):
+    if mod is not None:                     # pow(x, y, mod)
+        raise modular_pow_error()
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal

@@ -1,29 +1,78 @@
-"""Structures of numbers: tuples, lists, dicts, namedtuples, dataclasses, and
-whatever a user registers.  Operators flatten an argument to its leaves, wrap or
-read each leaf, and rebuild the same structure.
+"""Structures of numbers: tuples, lists, dicts (also ``OrderedDict`` and ``defaultdict``),
+namedtuples, dataclasses, and whatever a user registers.  Operators flatten an argument
+to its leaves, wrap or read each leaf, and rebuild the same structure.
 
 Register another container with::
 
-    nestad.register_structure(MyType,
-                              flatten=lambda obj: (children_list, aux),
-                              unflatten=lambda aux, children: MyType(...))
+    nestad.register_structure(MyType, flatten, unflatten)
 
-``aux`` is anything needed to rebuild (it is not differentiated).
+* ``flatten(obj)`` returns a pair ``(children, aux)``: ``children`` a list (or tuple) of
+  the parts to look inside (numbers, arrays, other structures), ``aux`` anything else
+  needed to rebuild ``obj``; ``aux`` is not differentiated and should compare equal (by
+  ``repr``) for objects of the same shape.
+* ``unflatten(aux, children)`` takes that ``aux`` and a list of new children, in the same
+  order, and returns the new object.
+
+Matching is by exact type: a subclass of a registered class (or of list, tuple, dict) is
+a leaf until it is registered itself, and nestad says so rather than guessing how to
+rebuild it.  A structure that contains itself (``a = [1.0]; a.append(a)``) is refused,
+naming the path of the cycle.
 """
+import collections
 import dataclasses
+import inspect
+import sys
+
+from .errors import InvalidInputError
 
 _registry = {}
 _kinds = {}     # class -> (flatten, unflatten), or None for a leaf class: a cache
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 def register_structure(cls, flatten, unflatten):
-    """Teach nestad to look inside instances of ``cls`` (exact type match)."""
+    """Teach nestad to look inside instances of ``cls`` (exact type match).
+
+    ``flatten(obj) -> (children, aux)`` and ``unflatten(aux, children) -> obj``; see the
+    module docstring."""
+    if not isinstance(cls, type):
+        raise InvalidInputError(f"register_structure(cls, flatten, unflatten): cls must be a "
+                                f"class, not {cls!r:.60}")
+    for name, fn, args in (("flatten", flatten, "(obj)"), ("unflatten", unflatten, "(aux, children)")):
+        if not callable(fn) or not _takes(fn, len(args.split(","))):
+            raise InvalidInputError(
+                f"register_structure({cls.__name__}): {name} must be a function callable as "
+                f"{name}{args}; got {fn!r:.60}")
+    _register(cls, _checked_flatten(cls, flatten), unflatten)
+
+
+def _takes(fn, n):
+    """False only when ``fn`` certainly cannot be called with n positional arguments."""
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError:
+        return False
+    except ValueError:          # no signature available (some builtins): do not guess
+        pass
+    return True
+
+
+def _checked_flatten(cls, flatten):
+    def checked(obj):
+        out = flatten(obj)
+        if out.__class__ is tuple and len(out) == 2 and isinstance(out[0], (list, tuple)):
+            return out
+        raise InvalidInputError(
+            f"register_structure({cls.__name__}): flatten(obj) must return a pair "
+            "(children, aux): children a list of the parts to differentiate, aux anything "
+            f"unflatten(aux, children) needs to rebuild the object; it returned "
+            f"{type(out).__name__} {out!r:.60}")
+    return checked
+
+
+def _register(cls, flatten, unflatten):
     _registry[cls] = (flatten, unflatten)
     _kinds.pop(cls, None)
-
-
-def _namedtuple_unflatten(cls, children):
-    return cls(*children)
 
 
 def _dataclass_flatten(obj):
@@ -39,10 +88,27 @@ def _dataclass_unflatten(cls, names, children):
     return obj
 
 
-register_structure(tuple, lambda t: (list(t), None), lambda aux, ch: tuple(ch))
-register_structure(list, lambda l: (list(l), None), lambda aux, ch: list(ch))
-register_structure(dict, lambda d: (list(d.values()), list(d.keys())),
-                   lambda keys, ch: dict(zip(keys, ch)))
+def _dict_flatten(d):
+    return list(d.values()), list(d.keys())
+
+
+_register(tuple, lambda t: (list(t), None), lambda aux, ch: tuple(ch))
+_register(list, lambda l: (list(l), None), lambda aux, ch: list(ch))
+_register(dict, _dict_flatten, lambda keys, ch: dict(zip(keys, ch)))
+_register(collections.OrderedDict, _dict_flatten,
+          lambda keys, ch: collections.OrderedDict(zip(keys, ch)))
+_register(collections.defaultdict,
+          lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
+          lambda aux, ch: collections.defaultdict(aux[0], zip(aux[1], ch)))
+
+
+def registered_base(x):
+    """The registered container class that ``x``'s class derives from without being
+    registered itself (a list subclass, say), or None: for error messages."""
+    for base in type(x).__mro__[1:]:
+        if base in _registry:
+            return base
+    return None
 
 
 def _node_kind(x):
@@ -91,20 +157,42 @@ class TreeDef:
 _LEAF = TreeDef(None, None, None)
 
 
-def _child_label(x, aux, i):
-    if isinstance(x, dict):
-        return f"[{aux[i]!r}]"
-    if dataclasses.is_dataclass(x):
-        return f".{aux[i]}"
-    if isinstance(x, tuple) and hasattr(type(x), '_fields'):
-        return f".{type(x)._fields[i]}"
-    return f"[{i}]"
+def _child_labels(x, aux, n):
+    """The path components of x's n children: ['a'], .field or [i]."""
+    cls = type(x)
+    if cls in _DICTS:
+        return [f"[{k!r}]" for k in x]
+    if cls not in _registry:
+        if dataclasses.is_dataclass(cls):
+            return [f".{name}" for name in aux]
+        if issubclass(cls, tuple) and hasattr(cls, '_fields'):
+            return [f".{name}" for name in cls._fields]
+    return [f"[{i}]" for i in range(n)]
 
 
-def flatten(tree):
-    """The leaves of ``tree`` (depth-first) and the TreeDef that rebuilds it."""
+def flatten(tree, name="structure", op=None):
+    """The leaves of ``tree`` (depth-first) and the TreeDef that rebuilds it.
+
+    ``name`` and ``op`` only serve the message if ``tree`` contains itself."""
     leaves = []
-    return leaves, _flatten(tree, leaves)
+    try:
+        return leaves, _flatten(tree, leaves)
+    except RecursionError:
+        # Python's recursion limit: a cycle (found here, off the normal path), or a
+        # structure nested too deep for the stack that is left.
+        cycle = _find_cycle(tree)
+    prefix = op + ': ' if op else ''
+    if cycle is None:
+        raise InvalidInputError(
+            f"{prefix}{name} is nested too deeply for Python's recursion limit "
+            f"({sys.getrecursionlimit()}) at this call depth: nestad flattens structures "
+            "recursively. Use a flatter structure (an array, say) or raise the limit with "
+            "sys.setrecursionlimit.")
+    path, ancestor = cycle
+    raise InvalidInputError(
+        f"{prefix}{name}{path} is {name}{ancestor} itself: the structure "
+        "contains itself, and nestad cannot differentiate through a cycle. Pass a structure "
+        "without cycles (copy out the numbers you need).")
 
 
 def _flatten(tree, leaves):
@@ -116,14 +204,61 @@ def _flatten(tree, leaves):
     return TreeDef(kind[1], aux, [_flatten(child, leaves) for child in children])
 
 
+def _find_cycle(tree):
+    """(path, path of the same object higher up) for a container inside itself, or None.
+    Iterative, so it works where flatten ran out of stack."""
+    on_path = {}                          # id -> path, for the containers being visited
+    stack = [(tree, "", False)]
+    while stack:
+        node, path, leaving = stack.pop()
+        if leaving:
+            del on_path[id(node)]
+            continue
+        kind = _node_kind(node)
+        if kind is None:
+            continue
+        if id(node) in on_path:
+            return path, on_path[id(node)]
+        on_path[id(node)] = path
+        stack.append((node, path, True))
+        children, aux = kind[0](node)
+        labels = _child_labels(node, aux, len(children))
+        stack.extend((c, path + l, False) for c, l in zip(reversed(children), reversed(labels)))
+    return None
+
+
 def leaf_paths(tree, path=""):
     """Each leaf's path (``[0]['b'].x``), in flatten's order: for error messages only."""
     kind = _node_kind(tree)
     if kind is None:
         return [path]
     children, aux = kind[0](tree)
-    return [p for i, child in enumerate(children)
-            for p in leaf_paths(child, path + _child_label(tree, aux, i))]
+    labels = _child_labels(tree, aux, len(children))
+    return [p for child, label in zip(children, labels) for p in leaf_paths(child, path + label)]
+
+
+def describe(tree, limit=200):
+    """The structure of ``tree`` with each leaf shown as ``*`` (``{'a': [*, *]}``): for
+    error messages only."""
+    text = _describe(tree)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _describe(tree):
+    kind = _node_kind(tree)
+    if kind is None:
+        return "*"
+    children, aux = kind[0](tree)
+    inner = [_describe(c) for c in children]
+    cls = type(tree)
+    if cls in _DICTS:
+        body = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(tree, inner)) + "}"
+        return body if cls is dict else f"{cls.__name__}({body})"
+    if cls is list:
+        return "[" + ", ".join(inner) + "]"
+    if cls is tuple:
+        return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+    return f"{cls.__name__}(" + ", ".join(inner) + ")"
 
 
 def tree_map(fn, tree):

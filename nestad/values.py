@@ -15,6 +15,7 @@ primitive's derivative rule.  Comparisons look at primal values and return plain
 bools, so ordinary control flow works on perturbed numbers.
 """
 import itertools
+import math
 
 import numpy as np
 
@@ -43,7 +44,8 @@ class Perturbed:
         raise PerturbedConversionError(
             f"{what} on a value that carries a perturbation would drop its derivative. "
             "Use nestad's functions (nestad.sin, nestad.floor, ...) instead of math's, "
-            "and keep the value a nestad number; call nestad.primal_value(x) if you "
+            "and nestad.isnan / isfinite / isinf instead of math.isnan / isfinite / isinf; "
+            "keep the value a nestad number, or call nestad.primal_value(x) if you "
             "really want the number without its derivative.")
 
     def __float__(self):
@@ -69,6 +71,47 @@ class Perturbed:
 
     def __ceil__(self):
         self._refuse("math.ceil() (use nestad.ceil)")
+
+    def as_integer_ratio(self):
+        # statistics.mean, variance, ... compute with exact integer ratios.
+        if not perturbation.is_live(self.tag):
+            self._refuse("as_integer_ratio()")
+        raise PerturbedConversionError(
+            "as_integer_ratio() on a value that carries a perturbation: exact rational "
+            "arithmetic (the statistics module computes with it) would drop its derivative. "
+            "Compute a mean as sum(xs) / len(xs), or use nestad.numpy.mean.")
+
+    def __divmod__(self, other):
+        # x // y is piecewise constant (no derivative), x % y = x - y * (x // y) is not.
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    # The value is real: .real is itself, .imag zero (as for Python's float).
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        v = primal_value(self)
+        return np.zeros(v.shape) if isinstance(v, np.ndarray) else 0.0
+
+    def conjugate(self):
+        return self
+
+    conj = conjugate
+
+    def __format__(self, spec):
+        # Formatting is output, not arithmetic: a format spec formats the value (each
+        # element of an array).  An empty spec is str(), which shows the perturbation.
+        if not spec:
+            return str(self)
+        v = primal_value(self)
+        if isinstance(v, np.ndarray) and v.ndim:
+            return np.array2string(v, formatter={'all': lambda e: format(e, spec)})
+        return format(v, spec)
 
     # Comparisons: on primal values, plain bools.
     def __lt__(self, other):
@@ -148,3 +191,29 @@ def primal_value(x):
     while isinstance(x, Perturbed):
         x = x.primal
     return x
+
+
+def modular_pow_error():
+    return PerturbedConversionError(
+        "pow(x, y, mod) with a perturbed value: modular exponentiation is integer "
+        "arithmetic and has no derivative. Write (x ** y) % mod, which nestad "
+        "differentiates, or use nestad.primal_value(x) for integer work.")
+
+
+def _value_test(scalar_test, array_test):
+    def test(x):
+        v = primal_value(x)
+        if v.__class__ is float:
+            return scalar_test(v)
+        r = array_test(v)
+        return bool(r) if r.ndim == 0 else r
+    test.__name__ = scalar_test.__name__
+    test.__doc__ = (f"``math.{scalar_test.__name__}`` of the value of ``x``, perturbed or not: a "
+                    "plain bool, or an ndarray of bools for an array.  A test of the value needs "
+                    "no derivative (math's version would refuse a perturbed value).")
+    return test
+
+
+isnan = _value_test(math.isnan, np.isnan)
+isfinite = _value_test(math.isfinite, np.isfinite)
+isinf = _value_test(math.isinf, np.isinf)

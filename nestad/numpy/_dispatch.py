@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import numpy as anp
 from ..arrays import ArrayBundle, ArrayTapeCell
-from ..values import Bundle, Perturbed, TapeCell, primal_value
+from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
 UFUNCS = {
     np.add: anp.add, np.subtract: anp.subtract, np.multiply: anp.multiply,
@@ -94,6 +94,12 @@ def _transpose_method(self, *axes):
     return anp.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
 
+def _pow_method(self, other, mod=None):
+    if mod is not None:                     # pow(x, y, mod)
+        raise modular_pow_error()
+    return anp.power(self, other)
+
+
 def _iter(self):
     for i in range(len(self)):
         yield self[i]
@@ -111,7 +117,7 @@ ARRAY_METHODS = dict(
     __sub__=lambda s, o: anp.subtract(s, o), __rsub__=lambda s, o: anp.subtract(o, s),
     __mul__=lambda s, o: anp.multiply(s, o), __rmul__=lambda s, o: anp.multiply(o, s),
     __truediv__=lambda s, o: anp.divide(s, o), __rtruediv__=lambda s, o: anp.divide(o, s),
-    __pow__=lambda s, o: anp.power(s, o), __rpow__=lambda s, o: anp.power(o, s),
+    __pow__=_pow_method, __rpow__=lambda s, o: anp.power(o, s),
     __matmul__=lambda s, o: anp.matmul(s, o), __rmatmul__=lambda s, o: anp.matmul(o, s),
     __mod__=lambda s, o: anp.mod(s, o), __rmod__=lambda s, o: anp.mod(o, s),
     __floordiv__=lambda s, o: anp.floor_divide(s, o),
