@@ -72,9 +72,14 @@ def _det_jvp(t, a, out):
     return out * anp.sum(_mT(inv(a)) * t, axis=(-2, -1))
 
 
+def _per_matrix(g, a):
+    """A cotangent of a function of each matrix in a stack (shape a.shape[:-2]), with two
+    singleton axes so that it meets its own matrix, not the stack's last axis."""
+    return anp._keep(g, a, (-2, -1), False)
+
+
 det = _define('det', _np.linalg.det, (_det_jvp,),
-              (lambda g, a, out: anp.expand_dims(anp.expand_dims(g * out, -1), -1) * _mT(inv(a))
-               if anp._ndim(a) > 2 else g * out * _mT(inv(a)),))
+              (lambda g, a, out: _per_matrix(g * out, a) * _mT(inv(a)),))
 
 
 def slogdet(a):
@@ -86,7 +91,7 @@ def slogdet(a):
 _logabsdet = _define(
     'logabsdet', lambda a: _np.linalg.slogdet(a)[1],
     (lambda t, a, out: anp.sum(_mT(inv(a)) * t, axis=(-2, -1)),),
-    (lambda g, a, out: g * _mT(inv(a)),))
+    (lambda g, a, out: _per_matrix(g, a) * _mT(inv(a)),))
 
 
 def _phi(x):
