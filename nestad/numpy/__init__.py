@@ -541,34 +541,37 @@ def mean(x, axis=None, keepdims=False):
 
 
 def _exclusive_cumprod(y):
-    """prod_{j<i} y_j along the last axis, by a log-depth scan of lifted multiplies (no
-    division, so exact at zeros and at every order of differentiation)."""
+    """prod_{j<i} y_j along the last axis, without division.  Plain values use numpy's
+    cumprod; perturbed ones a log-depth scan of lifted multiplies, so that derivatives of
+    every order are again products of entries (exact at and near zeros)."""
     n = _shape(y)[-1]
-    ones = _np.ones(_shape(y)[:-1] + (1,))
+    if not isinstance(y, Perturbed):
+        return _np.concatenate([_np.ones_like(y[..., :1]), _np.cumprod(y[..., :n - 1], axis=-1)],
+                               axis=-1)
     p, d = y, 1
     while d < n:
         pad = _np.ones(_shape(y)[:-1] + (d,))
         p = p * concatenate([pad, p[..., :n - d]], axis=-1)
         d *= 2
-    return concatenate([ones, p[..., :n - 1]], axis=-1)
+    return concatenate([_np.ones(_shape(y)[:-1] + (1,)), p[..., :n - 1]], axis=-1)
 
 
 def _prod_others(x, axis):
-    """For each entry, the product of the other entries along ``axis``.  Away from zeros
-    this is prod / x; with zeros, the exclusive prefix product times the exclusive suffix
-    product, so values and derivatives of every order stay exact."""
+    """For each entry, the product of the other entries along ``axis``: the exclusive
+    prefix product times the exclusive suffix product.  Not prod / x, which divides 0 by 0
+    at zeros, cancels catastrophically in its derivatives near them (the Hessian at
+    [1e-16, 1, 1]) and is 0 where prod underflows (at [1e-200, 1e-200, 3])."""
     nd_ = _ndim(x)
-    axes = _neg_axes(axis, nd_)
-    if not _np.any(primal_value(x) == 0):
-        return prod(x, axis=axes, keepdims=True) / x
-    reduced = [a % nd_ for a in axes]
+    reduced = [a % nd_ for a in _neg_axes(axis, nd_)]
     kept = [a for a in range(nd_) if a not in reduced]
     perm = kept + reduced
     xs = _shape(x)
-    y = reshape(transpose(x, perm), tuple(xs[a] for a in kept) + (-1,))
+    # plain x (a first derivative): numpy's own functions, without the lifted calls
+    tr, rs = (_np.transpose, _np.reshape) if not isinstance(x, Perturbed) else (transpose, reshape)
+    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (-1,))
     others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
-    others = reshape(others, tuple(xs[a] for a in perm))
-    return transpose(others, tuple(_np.argsort(perm)))
+    others = rs(others, tuple(xs[a] for a in perm))
+    return tr(others, tuple(_np.argsort(perm)))
 
 
 _prod = _define(
