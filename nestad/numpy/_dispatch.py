@@ -137,8 +137,10 @@ def _array(self, dtype=None, copy=None):
     # object array and compute without the derivative.
     raise TypeError(
         "converting a nestad value to a plain numpy array would drop its derivative "
-        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x)). Use nestad.numpy "
-        "functions or the @ operator (nestad.numpy.array builds arrays of nestad numbers).")
+        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x), arithmetic with a "
+        "numpy.ma masked array or a numpy.matrix on the left, which nestad does not support). "
+        "Use nestad.numpy functions or the @ operator (nestad.numpy.array builds arrays of "
+        "nestad numbers).")
 
 
 # Scalar nestad values answer the same non-arithmetic methods as numpy scalars do
