@@ -115,3 +115,209 @@ def test_masked_array_on_the_left_of_an_operator_is_refused():
     # (a TypeError naming masked arrays), not silently computed without the derivative.
     with pytest.raises(TypeError, match='masked'):
         nd.gradient_r(lambda x: anp.sum(masked() * x))(np.ones(3))
+
+
+@pytest.mark.parametrize('fn', [anp.sum, anp.mean, anp.prod, anp.max, anp.sin, anp.exp, anp.square,
+                                anp.positive, anp.negative, anp.linalg.norm, anp.cumsum,
+                                anp.logsumexp, lambda m: anp.dot(m, m)],
+                         ids=['sum', 'mean', 'prod', 'max', 'sin', 'exp', 'square', 'positive',
+                              'negative', 'norm', 'cumsum', 'logsumexp', 'dot'])
+def test_nestad_numpy_functions_refuse_masked_arrays_even_unperturbed(fn):
+    # e.g. mean would divide the masked sum by the count of all entries: refused instead
+    with pytest.raises(nd.InvalidInputError, match='MaskedArray'):
+        fn(masked())
+
+
+# ---------------------------------------------------------------- numpy's own values
+
+def same_as_numpy(actual, expected, what=''):
+    """Equal to numpy's result bit for bit where it matters: shape, dtype, values with nan
+    in the same places, and the sign of every zero."""
+    a, e = np.asarray(nd.primal_value(actual)), np.asarray(expected)
+    assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
+    assert a.dtype == e.dtype, f"{what}: dtype {a.dtype} != {e.dtype}"
+    assert np.array_equal(a, e, equal_nan=True), f"{what}: {a} != {e}"
+    if a.dtype.kind == 'f':
+        assert np.array_equal(np.signbit(a), np.signbit(e)), f"{what}: signs of {a} != {e}"
+
+
+SPECIAL = np.array([[-0.0, 0.0, 1.5, -2.0], [np.nan, np.inf, -np.inf, 1e-310]])
+VALUES = {
+    'special': SPECIAL,
+    'float32': np.array([[0.5, -0.0, 2.0], [1.0, 0.0, -1.5]], dtype=np.float32),
+    'int': np.array([[1, 0, 2], [-3, 4, 5]]),
+    'python-float': -0.0,
+    'python-int': 3,
+}
+UNARY = ['sin', 'cos', 'tan', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh', 'arcsinh',
+         'arccosh', 'arctanh', 'exp', 'expm1', 'log', 'log1p', 'log2', 'log10', 'sqrt', 'cbrt',
+         'absolute', 'square', 'negative', 'positive', 'sign', 'floor', 'ceil', 'rint', 'trunc']
+BINARY = ['add', 'subtract', 'multiply', 'divide', 'power', 'arctan2', 'hypot', 'maximum',
+          'minimum', 'logaddexp', 'mod']
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('kind', sorted(VALUES))
+@pytest.mark.parametrize('name', UNARY)
+def test_unary_values_equal_numpys(name, kind):
+    x = VALUES[kind]
+    same_as_numpy(getattr(anp, name)(x), getattr(np, name)(x), name)
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('ky', sorted(VALUES))
+@pytest.mark.parametrize('kx', sorted(VALUES))
+@pytest.mark.parametrize('name', BINARY)
+def test_binary_values_equal_numpys(name, kx, ky):
+    x, y = VALUES[kx], VALUES[ky]
+    if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+        y = np.resize(y, np.shape(x)).astype(np.result_type(y))
+    try:
+        expected = getattr(np, name)(x, y)
+    except ValueError:               # numpy refuses integers to negative integer powers
+        with pytest.raises(ValueError):
+            getattr(anp, name)(x, y)
+        return
+    same_as_numpy(getattr(anp, name)(x, y), expected, name)
+
+
+def test_integer_reciprocal_is_the_true_reciprocal():
+    # numpy.reciprocal of an integer is integer division (0 for |x| > 1), a step function
+    # its derivative -1/x^2 would contradict: nestad returns 1/x in float64, as JAX does.
+    same_as_numpy(anp.reciprocal(np.array([1, 2, -4])), np.array([1.0, 0.5, -0.25]))
+    same_as_numpy(anp.reciprocal(4), np.float64(0.25))
+    for kind in ('special', 'float32', 'python-float'):
+        with np.errstate(divide='ignore', over='ignore'):
+            same_as_numpy(anp.reciprocal(VALUES[kind]), np.reciprocal(VALUES[kind]), kind)
+
+
+REDUCTIONS = ['sum', 'mean', 'prod', 'max', 'min']
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('keepdims', [False, True])
+@pytest.mark.parametrize('axis', [None, 0, -1])
+@pytest.mark.parametrize('kind', ['special', 'float32', 'int'])
+@pytest.mark.parametrize('name', REDUCTIONS)
+def test_reduction_values_and_dtypes_equal_numpys(name, kind, axis, keepdims):
+    x = VALUES[kind]
+    same_as_numpy(getattr(anp, name)(x, axis=axis, keepdims=keepdims),
+                  getattr(np, name)(x, axis=axis, keepdims=keepdims), name)
+
+
+NEG0, ONE = np.array([-0.0]), np.array([1.0])
+PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.0, vdot's +0.0
+    'dot-vectors': (anp.dot, np.dot, (NEG0, ONE)),
+    'dot-scalar': (anp.dot, np.dot, (2.0, SPECIAL)),
+    'dot-matrix-vector': (anp.dot, np.dot, (np.array([[-0.0, -0.0]]), np.array([1.0, 1.0]))),
+    'dot-int': (anp.dot, np.dot, (VALUES['int'], VALUES['int'].T)),
+    'dot-float32': (anp.dot, np.dot, (VALUES['float32'], VALUES['float32'].T)),
+    'inner-vectors': (anp.inner, np.inner, (NEG0, ONE)),
+    'inner-stacks': (anp.inner, np.inner, (uniform((2, 3, 50)), uniform((4, 50), seed=1))),
+    'vdot-vectors': (anp.vdot, np.vdot, (NEG0, ONE)),
+    'vdot-matrices': (anp.vdot, np.vdot, (uniform((30, 40)), uniform((30, 40), seed=1))),
+    'matmul': (anp.matmul, np.matmul, (np.array([[-0.0]]), np.array([[1.0]]))),
+    'outer': (anp.outer, np.outer, (SPECIAL, NEG0)),
+    'einsum': (lambda a, b: anp.einsum('i,i->', a, b), lambda a, b: np.einsum('i,i->', a, b), (NEG0, ONE)),
+    'cumsum-inf-nan': (anp.cumsum, np.cumsum, (np.array([1.0, np.inf, 2.0, np.nan, 3.0]),)),
+    'cumsum-signed-zeros': (anp.cumsum, np.cumsum, (np.array([-0.0, -0.0]),)),
+    'cumsum-int': (lambda x: anp.cumsum(x, axis=1), lambda x: np.cumsum(x, axis=1), (VALUES['int'],)),
+    'cumsum-rounding': (anp.cumsum, np.cumsum, (uniform((1000,)),)),
+    'mean-float32': (anp.mean, np.mean, (VALUES['float32'],)),
+    'mean-int': (lambda x: anp.mean(x, axis=0), lambda x: np.mean(x, axis=0), (VALUES['int'],)),
+    'trace-stack': (anp.trace, np.trace, (uniform((2, 3, 4)),)),
+    'trace-offset-axes': (lambda a: anp.trace(a, 1, 2, 0), lambda a: np.trace(a, 1, 2, 0), (uniform((3, 2, 4)),)),
+    'diagonal-stack': (anp.diagonal, np.diagonal, (uniform((2, 3, 4)),)),
+    'diagonal-negative-offset': (lambda a: anp.diagonal(a, -1, -1, -2), lambda a: np.diagonal(a, -1, -1, -2),
+                                 (uniform((2, 3, 4)),)),
+    'norm-float32': (anp.linalg.norm, np.linalg.norm, (VALUES['float32'],)),
+    'norm-int': (anp.linalg.norm, np.linalg.norm, (VALUES['int'],)),
+    'clip-nan': (lambda x: anp.clip(x, -1, 1), lambda x: np.clip(x, -1, 1), (SPECIAL,)),
+    'clip-int': (lambda x: anp.clip(x, -1, 1), lambda x: np.clip(x, -1, 1), (VALUES['int'],)),
+    'where-float32': (lambda x: anp.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0), (VALUES['float32'],)),
+    'power-int': (anp.power, np.power, (VALUES['int'], 2)),
+    'power-negative-zero': (anp.power, np.power, (NEG0, np.array([-1.0]))),
+}
+
+
+@pytest.mark.parametrize('name', sorted(PRODUCTS))
+def test_product_reduction_and_linalg_values_equal_numpys(name):
+    fn, npfn, args = PRODUCTS[name]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        same_as_numpy(fn(*args), npfn(*args), name)
+
+
+@pytest.mark.parametrize('name', sorted(PRODUCTS))
+def test_primal_values_under_every_mode_equal_numpys(name):
+    # the value a derivative run computes is numpy's value too
+    fn, npfn, args = PRODUCTS[name]
+    floats = [j for j, a in enumerate(args) if np.result_type(a).kind == 'f' and np.ndim(a)]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        expected = npfn(*args)
+        for j in floats:
+            def f(x):
+                return fn(*(x if i == j else a for i, a in enumerate(args)))
+            same_as_numpy(nd.jvp(f, (args[j],), (np.ones(np.shape(args[j])),))[0], expected, 'jvp')
+            same_as_numpy(nd.vjp(f, args[j])[0], expected, 'vjp')
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('name', UNARY[:-5] + ['reciprocal'])
+def test_float32_scalar_under_perturbation_keeps_its_dtype(name):
+    # a reduction of a float32 array is a float32 scalar; functions of it stay float32
+    x = np.array([0.25, 0.5], dtype=np.float32)
+    v = nd.vjp(lambda x: getattr(anp, name)(anp.sum(x)), x)[0]
+    same_as_numpy(v, getattr(np, name)(np.sum(x)) if name != 'reciprocal' else np.reciprocal(np.sum(x)))
+
+
+def test_negative_flips_the_sign_of_nan_like_numpy():
+    x = np.array([np.nan, 0.0, -0.0])
+    same_as_numpy(anp.negative(x), np.negative(x))
+    same_as_numpy(nd.vjp(lambda x: -x, x)[0], -x)
+    np.testing.assert_array_equal(nd.jacobian_r(anp.negative)(np.array([1.0, 2.0])), -np.eye(2))
+    np.testing.assert_array_equal(nd.jacobian_f(np.negative)(np.array([1.0, 2.0])), -np.eye(2))
+
+
+def test_cumsum_with_inf_has_finite_jacobian():
+    # a triangular matmul gave nan before an inf (inf * 0); the Jacobian is triangular ones
+    x = np.array([1.0, np.inf, 2.0])
+    for jac in (nd.jacobian_f, nd.jacobian_r):
+        np.testing.assert_array_equal(jac(anp.cumsum)(x), np.tril(np.ones((3, 3))))
+
+
+@pytest.mark.parametrize('args', [(0, 0, 1), (1, 0, 1), (-1, 0, 1), (0, 1, 2), (1, -1, 0), (0, 2, 0)],
+                         ids=['default', 'offset1', 'offset-1', 'axes12', 'offset1-axes-1,0', 'axes2,0'])
+def test_trace_and_diagonal_follow_numpys_axes_on_stacks(args):
+    # numpy.trace/diagonal use axes 0 and 1 by default, not the last two
+    a = uniform((3, 3, 4), seed=3)
+    for name in ('trace', 'diagonal'):
+        fn = getattr(anp, name)
+        np.testing.assert_array_equal(fn(a, *args), getattr(np, name)(a, *args))
+        check_jacobian(lambda a: fn(a, *args), a, atol=1e-9)
+    check_hessian(lambda a: anp.sum(anp.trace(a * a, *args) ** 2), a)
+
+
+def test_slogdet_returns_numpys_named_result():
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    result = anp.linalg.slogdet(a)
+    expected = np.linalg.slogdet(a)
+    assert type(result) is type(expected)
+    assert result.sign == expected.sign and result.logabsdet == expected.logabsdet
+    g = nd.gradient_r(lambda a: np.linalg.slogdet(a).logabsdet)(a)
+    np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-14)
+
+
+@pytest.mark.parametrize('name', ['dot', 'inner', 'vdot'])
+def test_dot_inner_vdot_derivatives_on_all_operand_ranks(name):
+    fn = getattr(anp, name)
+    shapes = {'dot': [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((), (2, 3)), ((2, 3), ())],
+              'inner': [((3,), (3,)), ((2, 3), (4, 3)), ((2, 2, 3), (3,)), ((3,), (2, 2, 3)), ((), (2, 3))],
+              'vdot': [((3,), (3,)), ((2, 3), (3, 2)), ((6,), (2, 3))]}[name]
+    for sa, sb in shapes:
+        a, b = uniform(sa if sa else None, seed=1), uniform(sb if sb else None, seed=2)
+        same_as_numpy(fn(a, b), getattr(np, name)(a, b), f'{name}{sa}{sb}')
+        check_jacobian(fn, a, b, argnums=(0, 1))
+        w = uniform(np.shape(getattr(np, name)(a, b)) or None, seed=3)
+        check_gradient(lambda a, b: anp.sum(w * fn(a, b) ** 2), a, b, argnums=(0, 1))
+        if sa:
+            check_hessian(lambda a: anp.sum(w * anp.sin(fn(a, b))), a)

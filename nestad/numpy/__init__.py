@@ -20,7 +20,7 @@ from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, nda
                    size, result_type, zeros_like, ones_like, full_like)
 
 from .. import primitives as _scalar
-from ..arrays import ArrayPrimitive, apply, is_array
+from ..arrays import ArrayPrimitive, apply, is_array, subclass_error
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..values import Perturbed, primal_value
@@ -227,18 +227,32 @@ def _elementwise1(name, npfn, scalar, deriv=None):
                    vjps=(lambda g, x, out: deriv(x, out) * g,))
 
     def public(x):
-        if is_array(x) or not isinstance(x, (Perturbed, int, float)):
-            return prim(_as_operand(x))
-        return scalar_fn(x)
+        if isinstance(x, Perturbed) and _python_scalar(x):
+            return scalar_fn(x)           # a nestad scalar keeps the scalar fast paths
+        return prim(_as_operand(x))       # plain values get numpy's own answer
     public.__name__ = name
     ARRAY_ROUTES[scalar.name] = prim
     return public
+
+
+def _python_scalar(x):
+    """True if the value under x's perturbations is a Python float or int (numpy's float64
+    is one): the scalar primitives take it.  Arrays and other numpy scalars (float32) go
+    to the array primitives, which keep numpy's dtypes."""
+    return isinstance(primal_value(x), (int, float))
 
 
 def _as_operand(x):
     """Lists and tuples (possibly holding nestad numbers) become arrays."""
     if isinstance(x, (list, tuple)):
         return array(x)
+    return x
+
+
+def _plain_operand(x, name):
+    """x for a numpy function called directly (no primitive, which would check it)."""
+    if x.__class__ is not _np.ndarray and isinstance(x, _np.ndarray):
+        raise subclass_error(x, f"nestad.numpy.{name}")
     return x
 
 
@@ -262,7 +276,10 @@ log2 = _elementwise1('log2', _np.log2, _scalar.LOG2)
 log10 = _elementwise1('log10', _np.log10, _scalar.LOG10)
 sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.SQRT)
 cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.CBRT)
-reciprocal = _elementwise1('reciprocal', lambda x: 1.0 / _np.asarray(x, dtype=float), _scalar.RECIP)
+# numpy's reciprocal of an integer is integer division (0 for |x| > 1), a step function the
+# rule -1/x^2 would contradict; integers get the true reciprocal in float64, as in JAX.
+reciprocal = _elementwise1('reciprocal', lambda x: _np.reciprocal(x) if _np.result_type(x).kind in 'fc'
+                           else _np.true_divide(1.0, x), _scalar.RECIP)
 # abs's scalar rule compares a primal value with 0; elementwise it is numpy's sign.
 absolute = _elementwise1('absolute', _np.absolute, _scalar.ABS,
                          lambda x, out: _np.sign(primal_value(x)))
@@ -270,15 +287,24 @@ abs = absolute   # noqa: A001  (mirrors numpy)
 
 
 def square(x):
-    return x * x
+    x = _as_operand(x)
+    return x * x if isinstance(x, Perturbed) else _np.square(_plain_operand(x, 'square'))
+
+
+# numpy.negative flips the sign bit of nan too (multiplying by -1 does not)
+_negative = _define('negative', _np.negative,
+                    jvps=(lambda t, x, out: _negative(t),),
+                    vjps=(lambda g, x, out: _negative(g),))
 
 
 def negative(x):
-    return multiply(x, -1.0)
+    x = _as_operand(x)
+    return -x if isinstance(x, Perturbed) and _python_scalar(x) else _negative(x)
 
 
 def positive(x):
-    return x
+    x = _as_operand(x)
+    return x if isinstance(x, Perturbed) else _np.positive(_plain_operand(x, 'positive'))
 
 
 def _constant(npfn):
@@ -316,8 +342,9 @@ def _elementwise2(name, npfn, scalar_fn, dx, dy):
 def _binary_public(name, prim, scalar_fn):
     def public(x, y):
         x, y = _as_operand(x), _as_operand(y)
-        if scalar_fn is not None and not (is_array(x) or is_array(y)) \
-                and isinstance(x, (Perturbed, int, float)) and isinstance(y, (Perturbed, int, float)):
+        # nestad scalars keep the scalar fast paths; plain values get numpy's own answer
+        if scalar_fn is not None and (isinstance(x, Perturbed) or isinstance(y, Perturbed)) \
+                and _python_scalar(x) and _python_scalar(y):
             return scalar_fn(x, y)
         return prim(x, y)
     public.__name__ = name
@@ -335,10 +362,10 @@ _subtract = _define('subtract', _np.subtract,
                     jvps=(_jvp2(lambda t, x, y, out: t)[0], _jvp2(lambda t, x, y, out: -t)[1]),
                     vjps=(lambda g, x, y, out: sum_to(g, _shape(x)),
                           lambda g, x, y, out: sum_to(-g, _shape(y))))
-_multiply = _define('multiply', _np.multiply,
-                    jvps=(_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, out: x * t)[1]),
-                    vjps=(lambda g, x, y, out: sum_to(g * y, _shape(x)),
-                          lambda g, x, y, out: sum_to(x * g, _shape(y))))
+_MULTIPLY_JVPS = (_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, out: x * t)[1])
+_MULTIPLY_VJPS = (lambda g, x, y, out: sum_to(g * y, _shape(x)),
+                  lambda g, x, y, out: sum_to(x * g, _shape(y)))
+_multiply = _define('multiply', _np.multiply, jvps=_MULTIPLY_JVPS, vjps=_MULTIPLY_VJPS)
 _divide = _define('divide', _np.true_divide,
                   jvps=(_jvp2(lambda t, x, y, out: t / y)[0],
                         _jvp2(lambda t, x, y, out: -(out / y) * t)[1]),
@@ -359,7 +386,7 @@ def _dpow_dx(x, y, out):
     yv = primal_value(y)
     if _np.ndim(yv) == 0 and not isinstance(y, Perturbed) and yv == 0:
         return 0.0
-    return y * power(x, y - 1)
+    return y * power(x, y - 1.0)     # y - 1.0: an integer x to the power -1 is not an integer
 
 
 def _dpow_dy(x, y, out):
@@ -370,7 +397,7 @@ def _dpow_dy(x, y, out):
 
 def _power_plain(x, y):
     with _np.errstate(divide='ignore', invalid='ignore'):
-        return _np.power(_np.asarray(x, dtype=float) if _np.ndim(x) == 0 else x, y)
+        return _np.power(x, y)
 
 
 power = _elementwise2('power', _power_plain, _scalar.pow, _dpow_dx, _dpow_dy)
@@ -535,9 +562,13 @@ def _norm_axis(axis):
 
 
 def mean(x, axis=None, keepdims=False):
-    x = _as_operand(x)
-    n = _np.prod([_shape(x)[a] for a in _neg_axes(_norm_axis(axis), _ndim(x))], dtype=float)
-    return sum(x, axis, keepdims) / n
+    x, axis = _as_operand(x), _norm_axis(axis)
+    if not isinstance(x, Perturbed):
+        return _np.mean(_plain_operand(x, 'mean'), axis=axis, keepdims=keepdims)
+    if _np.result_type(primal_value(x)).kind in 'biu':      # numpy sums integers in float64
+        x = multiply(x, 1.0)
+    n = _np.prod([_shape(x)[a] for a in _neg_axes(axis, _ndim(x))], dtype=float)
+    return sum(x, axis, keepdims) / float(n)    # a Python float keeps float32 float32
 
 
 def _exclusive_cumprod(y):
@@ -673,32 +704,80 @@ def matmul(a, b):
     return _matmul(_as_operand(a), _as_operand(b))
 
 
+def _product_rule(mul_rule, rule):
+    """dot and inner multiply when an operand is 0-d; otherwise ``rule`` applies."""
+    def either(s, a, b, out):
+        return (mul_rule if _ndim(a) == 0 or _ndim(b) == 0 else rule)(s, a, b, out)
+    return either
+
+
+# dot: values from numpy.dot itself (its summation order and signed zeros differ from
+# matmul's: numpy.dot([-0.], [1.]) is -0.0), rules from multiply and matmul.
+_dot = _define('dot', _np.dot,
+               jvps=(_product_rule(_MULTIPLY_JVPS[0], _matmul_jvp(0)),
+                     _product_rule(_MULTIPLY_JVPS[1], _matmul_jvp(1))),
+               vjps=(_product_rule(_MULTIPLY_VJPS[0], _matmul_vjp_a),
+                     _product_rule(_MULTIPLY_VJPS[1], _matmul_vjp_b)))
+
+
 def dot(a, b):
     a, b = _as_operand(a), _as_operand(b)
-    if _ndim(a) == 0 or _ndim(b) == 0:
-        return a * b
     if _ndim(a) <= 2 and _ndim(b) <= 2:
-        return matmul(a, b)
+        return _dot(a, b)
     raise InvalidInputError("nestad.numpy.dot supports operands of up to 2 dimensions; "
                             "use matmul or einsum for stacks of matrices")
 
 
+def _inner_jvp_b(t, a, b, out):
+    # inner(a, t) puts t's batch axes after a's leading axes: move them to the front
+    nb, na = _nbatch(t, b), _ndim(a) - 1
+    r = _inner(a, t)
+    return transpose(r, list(range(na, na + nb)) + list(range(na)) + list(range(na + nb, _ndim(r))))
+
+
+def _inner_vjp(k):
+    # as matrices: out (A, B) = a (A, n) b (B, n)^T
+    def vjp(g, a, b, out):
+        n = _shape(a)[-1]
+        g2 = reshape(g, (int(_np.prod(_shape(a)[:-1])), int(_np.prod(_shape(b)[:-1]))))
+        if k == 0:
+            return reshape(matmul(g2, reshape(b, (-1, n))), _shape(a))
+        return reshape(matmul(transpose(g2), reshape(a, (-1, n))), _shape(b))
+    return vjp
+
+
+_inner = _define('inner', _np.inner,
+                 jvps=(_product_rule(_MULTIPLY_JVPS[0], lambda t, a, b, out: _inner(t, b)),
+                       _product_rule(_MULTIPLY_JVPS[1], _inner_jvp_b)),
+                 vjps=(_product_rule(_MULTIPLY_VJPS[0], _inner_vjp(0)),
+                       _product_rule(_MULTIPLY_VJPS[1], _inner_vjp(1))))
+
+
 def inner(a, b):
     """numpy.inner: the sum over the last axes; shape a.shape[:-1] + b.shape[:-1]."""
-    a, b = _as_operand(a), _as_operand(b)
-    if _ndim(a) == 0 or _ndim(b) == 0:
-        return a * b
-    k = _shape(a)[-1]
-    r = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k))))
-    return reshape(r, _shape(a)[:-1] + _shape(b)[:-1])
+    return _inner(_as_operand(a), _as_operand(b))
 
 
 def outer(a, b):
-    return reshape(a, (-1, 1)) * reshape(b, (1, -1))
+    return reshape(_as_operand(a), (-1, 1)) * reshape(_as_operand(b), (1, -1))
+
+
+def _vdot_jvp(k):
+    def jvp(t, a, b, out):
+        x, other = (a, b) if k == 0 else (b, a)
+        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (-1,)), ravel(other))
+    return jvp
+
+
+# vdot: numpy.vdot's own values (vdot([-0.], [1.]) is +0.0, dot's is -0.0)
+_vdot = _define('vdot', _np.vdot, jvps=(_vdot_jvp(0), _vdot_jvp(1)),
+                vjps=(lambda g, a, b, out: reshape(g * ravel(b), _shape(a)),
+                      lambda g, a, b, out: reshape(g * ravel(a), _shape(b))))
 
 
 def vdot(a, b):
-    return sum(ravel(a) * ravel(b))
+    """numpy.vdot of real arrays: the sum of products of the flattened operands."""
+    return _vdot(_as_operand(a), _as_operand(b))
 
 
 _LETTERS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
@@ -831,23 +910,40 @@ def _holds_perturbed(obj):
                         for o in obj)
 
 
-def trace(a):
-    n = builtins.min(_shape(a)[-2:])
-    return sum(a[..., _np.arange(n), _np.arange(n)], axis=-1)
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """numpy.diagonal: axis1 and axis2 (the first two by default, as in numpy) are removed
+    and the diagonal becomes the last axis."""
+    a = _as_operand(a)
+    nd_ = _ndim(a)
+    axis1, axis2 = axis1 % nd_, axis2 % nd_
+    a = transpose(a, [i for i in range(nd_) if i not in (axis1, axis2)] + [axis1, axis2])
+    rows, cols = _shape(a)[-2:]
+    size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0 else builtins.min(rows + offset, cols))
+    i = _np.arange(size)
+    return a[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0)]
 
 
-def diagonal(a):
-    n = builtins.min(_shape(a)[-2:])
-    return a[..., _np.arange(n), _np.arange(n)]
+def trace(a, offset=0, axis1=0, axis2=1):
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+def _flip(x, axis):
+    """x reversed along a negative axis (batch axes, in front, are untouched)."""
+    return _getitem(x, index=(Ellipsis, slice(None, None, -1)) + (slice(None),) * (-axis - 1))
+
+
+# cumsum: numpy's own values (a triangular matmul would turn an inf into nan in the entries
+# before it, since inf * 0 is nan); the adjoint is the reversed cumulative sum.
+_cumsum = _define('cumsum', lambda x, axis: _np.cumsum(x, axis=axis),
+                  jvps=(lambda t, x, out, axis: _cumsum(t, axis=axis),),
+                  vjps=(lambda g, x, out, axis: _flip(_cumsum(_flip(g, axis), axis=axis), axis),))
 
 
 def cumsum(x, axis=None):
     x = _as_operand(x)
     if axis is None:
         x, axis = ravel(x), 0
-    n = _shape(x)[axis]
-    tri = _np.triu(_np.ones((n, n)))            # tri[i, j] = 1 for i <= j
-    return swapaxes(matmul(swapaxes(x, axis, -1), tri), axis, -1)
+    return _cumsum(x, axis=(axis % _ndim(x)) - _ndim(x))
 
 
 from . import linalg  # noqa: E402  (after the primitives it uses)

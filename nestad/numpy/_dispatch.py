@@ -116,7 +116,7 @@ ARRAY_METHODS = dict(
     __mod__=lambda s, o: anp.mod(s, o), __rmod__=lambda s, o: anp.mod(o, s),
     __floordiv__=lambda s, o: anp.floor_divide(s, o),
     __rfloordiv__=lambda s, o: anp.floor_divide(o, s),
-    __neg__=lambda s: anp.multiply(s, -1.0), __pos__=lambda s: s,
+    __neg__=lambda s: anp.negative(s), __pos__=lambda s: s,
     __abs__=lambda s: anp.absolute(s),
     __getitem__=lambda s, i: anp.getitem(s, i), __iter__=_iter, __len__=_len,
     reshape=_reshape_method, transpose=_transpose_method, ravel=lambda s: anp.ravel(s),

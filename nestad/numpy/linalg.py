@@ -84,8 +84,8 @@ det = _define('det', _np.linalg.det, (_det_jvp,),
 
 def slogdet(a):
     """(sign, log|det a|); the sign is constant, log|det| is differentiable."""
-    sign, _ = _np.linalg.slogdet(primal_value(a))
-    return sign, _logabsdet(a)
+    result = _np.linalg.slogdet(primal_value(a))
+    return type(result)(result.sign, _logabsdet(a))      # numpy's (sign, logabsdet) namedtuple
 
 
 _logabsdet = _define(
