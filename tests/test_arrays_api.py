@@ -321,3 +321,67 @@ def test_dot_inner_vdot_derivatives_on_all_operand_ranks(name):
         check_gradient(lambda a, b: anp.sum(w * fn(a, b) ** 2), a, b, argnums=(0, 1))
         if sa:
             check_hessian(lambda a: anp.sum(w * anp.sin(fn(a, b))), a)
+
+
+# ---------------------------------------------------------------- lists and tuples
+
+L23 = [[0.5, -1.0, 2.0], [1.5, 0.25, 3.0]]
+V3 = [3.0, 4.0, 0.5]
+S22 = [[2.0, 1.0], [1.0, 3.0]]
+LIST_CALLS = {    # name: arguments (lists stand where numpy takes an array)
+    'sin': (L23,), 'exp': (V3,), 'square': (L23,), 'negative': (L23,), 'positive': (L23,),
+    'reciprocal': (V3,), 'absolute': (L23,), 'add': (L23, V3), 'multiply': (V3, V3),
+    'power': (V3, [2.0, 1.0, 3.0]), 'maximum': (V3, [1.0, 5.0, 0.0]), 'hypot': (V3, V3),
+    'where': ([True, False, True], V3, [0.0, 1.0, 2.0]), 'clip': (V3, 0.7, 3.5),
+    'sum': (L23,), 'mean': (L23,), 'prod': (L23,), 'max': (L23,), 'min': (L23,),
+    'logsumexp': (V3,), 'cumsum': (L23,), 'reshape': (L23, (3, 2)), 'ravel': (L23,),
+    'transpose': (L23,), 'swapaxes': (L23, 0, 1), 'moveaxis': (L23, 0, 1),
+    'expand_dims': (L23, 0), 'squeeze': ([[1.0, 2.0]],), 'atleast_1d': (1.0,),
+    'atleast_2d': (V3,), 'broadcast_to': (V3, (2, 3)), 'sum_to': (L23, (3,)),
+    'matmul': (L23, V3), 'dot': (L23, V3), 'inner': (V3, V3), 'outer': (V3, V3), 'vdot': (V3, V3),
+    'concatenate': ([V3, V3],), 'stack': ([V3, V3],), 'hstack': ([V3, V3],), 'vstack': ([V3, V3],),
+    'trace': (S22,), 'diagonal': (S22,), 'linalg.norm': (V3,), 'linalg.solve': (S22, [1.0, 2.0]),
+    'linalg.inv': (S22,), 'linalg.det': (S22,), 'linalg.slogdet': (S22,), 'linalg.cholesky': (S22,),
+}
+NO_NUMPY_TWIN = {'sum_to', 'logsumexp'}
+
+
+def lookup(module, name):
+    for part in name.split('.'):
+        module = getattr(module, part)
+    return module
+
+
+def scaled(a, s):
+    """The lists in a with every float entry multiplied by s (nestad scalars when s is one)."""
+    if isinstance(a, list):
+        return [scaled(v, s) for v in a]
+    return a * s if isinstance(a, float) else a
+
+
+def scalar_of(out):
+    out = out[1] if isinstance(out, tuple) else out        # slogdet: log|det|
+    return anp.sum(out * np.arange(1.0, np.size(nd.primal_value(out)) + 1).reshape(np.shape(nd.primal_value(out))))
+
+
+@pytest.mark.parametrize('name', sorted(LIST_CALLS))
+def test_lists_and_tuples_are_accepted_wherever_numpy_takes_an_array(name):
+    fn, args = lookup(anp, name), LIST_CALLS[name]
+    out = fn(*args)
+    if name not in NO_NUMPY_TWIN:
+        expected = lookup(np, name)(*args)
+        np.testing.assert_allclose(out[1] if isinstance(out, tuple) else out,
+                                   expected[1] if isinstance(expected, tuple) else expected, rtol=1e-14)
+    as_tuples = [tuple(tuple(r) if isinstance(r, list) else r for r in a) if isinstance(a, list) else a
+                 for a in args]
+    np.testing.assert_allclose(scalar_of(fn(*as_tuples)), scalar_of(out), rtol=1e-14)
+    # lists holding nestad numbers: d/ds f(s * lists) against central differences
+    f = lambda s: scalar_of(fn(*[scaled(a, s) for a in args]))           # noqa: E731
+    fd = (f(1.0 + 1e-6) - f(1.0 - 1e-6)) / 2e-6
+    for op in (nd.derivative, nd.gradient_r):
+        assert op(f)(1.0) == pytest.approx(fd, rel=1e-6, abs=1e-7), op.__name__
+
+
+def test_norm_of_a_python_list():
+    assert anp.linalg.norm([3.0, 4.0]) == 5.0
+    assert nd.gradient_r(lambda x: anp.linalg.norm([x[0], 4.0]))(np.array([3.0])) == pytest.approx([0.6])

@@ -88,7 +88,7 @@ _sum_to = _define(
 
 
 def sum_to(x, shape):
-    shape = tuple(shape)
+    x, shape = _as_operand(x), tuple(shape)
     return x if _shape(x) == shape else _sum_to(x, shape=shape)
 
 
@@ -108,7 +108,7 @@ _broadcast_to = _define(
 
 
 def broadcast_to(x, shape):
-    shape = tuple(shape)
+    x, shape = _as_operand(x), tuple(shape)
     return x if _shape(x) == shape else _broadcast_to(x, shape=shape)
 
 
@@ -145,6 +145,7 @@ _reshape = _define(
 
 
 def reshape(x, shape, *more):
+    x = _as_operand(x)
     if more or isinstance(shape, int):
         shape = ((shape,) if isinstance(shape, int) else tuple(shape)) + more
     shape = tuple(shape)
@@ -167,12 +168,14 @@ _transpose = _define(
 
 
 def transpose(x, axes=None):
+    x = _as_operand(x)
     n = _ndim(x)
     axes = tuple(reversed(range(n))) if axes is None else tuple(a % n for a in axes)
     return x if axes == tuple(range(n)) else _transpose(x, axes=axes)
 
 
 def swapaxes(x, axis1, axis2):
+    x = _as_operand(x)
     n = _ndim(x)
     axes = list(range(n))
     axes[axis1 % n], axes[axis2 % n] = axes[axis2 % n], axes[axis1 % n]
@@ -180,6 +183,7 @@ def swapaxes(x, axis1, axis2):
 
 
 def moveaxis(x, source, destination):
+    x = _as_operand(x)
     n = _ndim(x)
     order = [a for a in range(n) if a != source % n]
     order.insert(destination % n, source % n)
@@ -187,6 +191,7 @@ def moveaxis(x, source, destination):
 
 
 def expand_dims(x, axis):
+    x = _as_operand(x)
     s = list(_shape(x))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     n = len(s) + len(axes)
@@ -196,6 +201,7 @@ def expand_dims(x, axis):
 
 
 def squeeze(x, axis=None):
+    x = _as_operand(x)
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
@@ -207,10 +213,12 @@ def squeeze(x, axis=None):
 
 
 def atleast_1d(x):
+    x = _as_operand(x)
     return reshape(x, (1,)) if _ndim(x) == 0 else x
 
 
 def atleast_2d(x):
+    x = _as_operand(x)
     return reshape(x, (1,) * (2 - _ndim(x)) + _shape(x)) if _ndim(x) < 2 else x
 
 
@@ -310,7 +318,7 @@ def positive(x):
 def _constant(npfn):
     """A piecewise-constant function: derivative zero, plain result."""
     def public(*args, **kw):
-        return npfn(*[primal_value(a) if isinstance(a, Perturbed) else a for a in args], **kw)
+        return npfn(*[primal_value(_as_operand(a)) for a in args], **kw)
     public.__name__ = npfn.__name__
     return public
 
@@ -440,11 +448,12 @@ _where = _define(
 
 def where(condition, x, y):
     """Elementwise choice; the condition is read from primal values (no derivative)."""
-    cond = _np.asarray(primal_value(condition), dtype=bool)
+    cond = _np.asarray(primal_value(_as_operand(condition)), dtype=bool)
     return _where(_as_operand(x), _as_operand(y), cond=cond)
 
 
 def clip(x, a_min, a_max):
+    x, a_min, a_max = _as_operand(x), _as_operand(a_min), _as_operand(a_max)
     out = x
     if a_min is not None:
         out = where(primal_value(out) < primal_value(a_min), a_min, out)
@@ -530,7 +539,7 @@ def _plain_index(index):
 
 
 def getitem(x, index):
-    return _getitem(x, index=_plain_index(index))
+    return _getitem(_as_operand(x), index=_plain_index(index))
 
 
 # ---------------------------------------------------------------- reductions
@@ -644,6 +653,7 @@ min = amin = _extreme('min', _np.min)   # noqa: A001
 
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably (the max is shifted out as a constant)."""
+    x = _as_operand(x)
     m = _np.max(primal_value(x), axis=_norm_axis(axis), keepdims=True)
     m = _np.where(_np.isfinite(m), m, 0.0)
     out = log(sum(exp(x - m), axis=axis, keepdims=True)) + m
