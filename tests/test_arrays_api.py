@@ -385,3 +385,38 @@ def test_lists_and_tuples_are_accepted_wherever_numpy_takes_an_array(name):
 def test_norm_of_a_python_list():
     assert anp.linalg.norm([3.0, 4.0]) == 5.0
     assert nd.gradient_r(lambda x: anp.linalg.norm([x[0], 4.0]))(np.array([3.0])) == pytest.approx([0.6])
+
+
+# ---------------------------------------------------------------- unsupported numpy functions
+
+M22 = np.array([[2.0, 1.0], [1.0, 3.0]])
+UNSUPPORTED = {   # call on a nestad value: (full public name, words of the alternative)
+    'eigh': (lambda x: np.linalg.eigh(x)[0], 'numpy.linalg.eigh', 'nestad.primal_value'),
+    'svd': (lambda x: np.linalg.svd(x)[1], 'numpy.linalg.svd', 'nestad.numpy'),
+    'fft': (lambda x: np.fft.fft(x).real, 'numpy.fft.fft', 'nestad.numpy'),
+    'sort': (np.sort, 'numpy.sort', 'nestad.numpy'),
+    'scimath-sqrt': (np.emath.sqrt, 'numpy.lib.scimath.sqrt', 'nestad.numpy'),
+    'exp2': (np.exp2, 'numpy.exp2', 'nestad.numpy.power(2.0, x)'),
+    'tensordot': (lambda x: np.tensordot(x, x), 'numpy.tensordot', 'nestad.numpy.einsum'),
+    'std': (np.std, 'numpy.std', 'nestad.numpy.mean'),
+    'add.accumulate': (np.add.accumulate, 'numpy.add.accumulate', 'nestad.numpy.cumsum'),
+    'add.at': (lambda x: np.add.at(x, 0, 1.0), 'numpy.add.at', 'x.at[index].add(values)'),
+    'copy': (np.copy, 'numpy.copy', 'x.copy()'),
+}
+
+
+@pytest.mark.parametrize('name', sorted(UNSUPPORTED))
+@pytest.mark.parametrize('op', ['gradient_r', 'gradient_f'])
+def test_unsupported_numpy_function_is_named_in_full_with_the_alternative(op, name):
+    f, public, alternative = UNSUPPORTED[name]
+    with pytest.raises(TypeError) as info:
+        getattr(nd, op)(lambda x: anp.sum(f(x)))(M22)
+    message = str(info.value)
+    assert message.startswith(f"{public} is not differentiable by nestad"), message
+    assert alternative in message, message
+
+
+def test_numpy_keyword_nestad_does_not_take_is_named():
+    with pytest.raises(TypeError, match=r"numpy\.sum\(\.\.\., dtype=") as info:
+        nd.gradient_r(lambda x: np.sum(x, dtype=float))(M22)
+    assert 'dtype' in str(info.value)

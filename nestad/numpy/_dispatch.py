@@ -56,34 +56,71 @@ FUNCTIONS = {
 }
 
 
+# What to use instead of some numpy functions nestad does not differentiate.
+ALTERNATIVES = {
+    'numpy.exp2': 'nestad.numpy.power(2.0, x) (or 2.0 ** x)',
+    'numpy.tensordot': 'nestad.numpy.einsum or matmul',
+    'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
+    'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
+    'numpy.add.accumulate': 'nestad.numpy.cumsum',
+    'numpy.add.at': "the functional update x.at[index].add(values)",
+    'numpy.copy': 'x.copy()',
+    'numpy.linalg.matrix_power': 'repeated @',
+}
+
+
+def _public_name(func):
+    """numpy.linalg.eigh, numpy.fft.fft, numpy.sort: the name a user calls the function by."""
+    module = getattr(func, '__module__', None) or 'numpy'
+    if module.startswith('numpy._core') or module.startswith('numpy.core'):
+        module = 'numpy'
+    return f"{module}.{getattr(func, '__name__', repr(func))}"
+
+
 def _unsupported(name):
+    alternative = ALTERNATIVES.get(name)
+    instead = (f"Use {alternative} instead" if alternative else
+               "nestad.numpy has no differentiable version of it: use the functions nestad.numpy "
+               "provides (README, section Arrays)")
     return TypeError(
-        f"numpy.{name} is not differentiable by nestad: calling it on a nestad value would "
-        "drop the derivative. Use a function of nestad.numpy (see its module docstring), or "
-        "nestad.primal_value(x) if you want the value without its derivative.")
+        f"{name} is not differentiable by nestad: calling it on a nestad value would drop "
+        f"the derivative. {instead}, or nestad.primal_value(x) if you want the value "
+        "without its derivative.")
+
+
+def _call(name, fn, args, kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except TypeError as e:       # a keyword of numpy's that nestad's version does not take
+        if 'unexpected keyword argument' not in str(e):
+            raise
+        raise TypeError(f"{name}(..., {', '.join(f'{k}=' for k in kwargs)}...) on a nestad value: "
+                        f"nestad supports {name} without some of these keyword arguments "
+                        f"({e})") from None
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    name = f"numpy.{ufunc.__name__}"
     if kwargs.get('out') is not None:
-        raise TypeError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a nestad value "
-                        "into a plain array")
+        raise TypeError(f"{name}(..., out=...) cannot write a nestad value into a plain array; "
+                        "use the result it returns (or x.at[index].set(values))")
     if method == '__call__':
         fn = UFUNCS.get(ufunc)
         if fn is None:
-            raise _unsupported(ufunc.__name__)
-        return fn(*inputs, **{k: v for k, v in kwargs.items() if k != 'out'})
+            raise _unsupported(name)
+        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'})
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
         reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
                    np.minimum: anp.min}[ufunc]
         return reducer(inputs[0], axis=kwargs.get('axis', 0), keepdims=kwargs.get('keepdims', False))
-    raise _unsupported(f"{ufunc.__name__}.{method}")
+    raise _unsupported(f"{name}.{method}")
 
 
 def _array_function(self, func, types, args, kwargs):
     fn = FUNCTIONS.get(func)
     if fn is None:
-        raise _unsupported(getattr(func, '__name__', repr(func)))
-    return fn(*args, **kwargs)
+        raise _unsupported(_public_name(func))
+    return _call(_public_name(func), fn, args, kwargs)
 
 
 def _reshape_method(self, *shape):
