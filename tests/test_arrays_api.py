@@ -401,7 +401,6 @@ UNSUPPORTED = {   # call on a nestad value: (full public name, words of the alte
     'std': (np.std, 'numpy.std', 'nestad.numpy.mean'),
     'add.accumulate': (np.add.accumulate, 'numpy.add.accumulate', 'nestad.numpy.cumsum'),
     'add.at': (lambda x: np.add.at(x, 0, 1.0), 'numpy.add.at', 'x.at[index].add(values)'),
-    'copy': (np.copy, 'numpy.copy', 'x.copy()'),
 }
 
 
@@ -420,3 +419,208 @@ def test_numpy_keyword_nestad_does_not_take_is_named():
     with pytest.raises(TypeError, match=r"numpy\.sum\(\.\.\., dtype=") as info:
         nd.gradient_r(lambda x: np.sum(x, dtype=float))(M22)
     assert 'dtype' in str(info.value)
+
+
+# ---------------------------------------------------------------- array methods
+
+X34 = uniform((3, 4), seed=11)
+
+
+@pytest.mark.parametrize('copy', [lambda x: x.copy(), np.copy, anp.copy], ids=['method', 'np.copy', 'anp.copy'])
+def test_copy_keeps_the_derivative(copy):
+    check_jacobian(lambda x: copy(x) * 2.0, X34)
+    np.testing.assert_array_equal(copy(X34), X34)
+    assert nd.derivative(lambda s: copy(s * 2.0))(1.0) == 2.0      # a nestad scalar's copy
+
+
+@pytest.mark.parametrize('dtype', [float, np.float64, 'float64', np.float32, 'float32', np.float16])
+def test_astype_float_keeps_the_derivative(dtype):
+    f = lambda x: anp.sin(x.astype(dtype)) * x                   # noqa: E731
+    out = nd.jvp(f, (X34,), (np.ones((3, 4)),))[0]
+    np.testing.assert_array_equal(out, np.sin(X34.astype(dtype)) * X34)
+    eps = np.finfo(np.dtype(dtype)).eps
+    expected = np.cos(X34) * X34 + np.sin(X34)
+    for grad in (nd.gradient_r, nd.gradient_f):
+        g = grad(lambda x: anp.sum(f(x)))(X34)
+        assert g.dtype == np.float64                         # the argument's dtype
+        np.testing.assert_allclose(g, expected, rtol=10 * eps, atol=10 * eps)
+    # a second derivative through the cast, and an int argument made float
+    h = nd.hessian(lambda x: anp.sum(x.astype(dtype) ** 3))(X34[0])
+    np.testing.assert_allclose(h, np.diag(6 * X34[0]), rtol=10 * eps)
+    np.testing.assert_array_equal(nd.gradient_r(lambda x: anp.sum(x.astype(dtype) * 3.0))(np.arange(3)),
+                                  np.full(3, 3.0))
+
+
+@pytest.mark.parametrize('dtype', [int, np.int32, bool, 'uint8', complex])
+def test_astype_to_a_dtype_without_derivative_is_refused(dtype):
+    for op in (nd.gradient_r, nd.gradient_f):
+        with pytest.raises(nd.InvalidInputError, match='astype.*drop its derivative.*primal_value'):
+            op(lambda x: anp.sum(x.astype(dtype)))(X34)
+    np.testing.assert_array_equal(anp.astype(X34, dtype), X34.astype(dtype))   # plain: numpy's
+
+
+def nested_shape_and_leaves(items):
+    if not isinstance(items, list):
+        return (), [items]
+    parts = [nested_shape_and_leaves(i) for i in items]
+    inner = parts[0][0] if parts else ()
+    assert all(p[0] == inner for p in parts)
+    return (len(items),) + inner, [leaf for p in parts for leaf in p[1]]
+
+
+@pytest.mark.parametrize('shape', [(), (3,), (2, 3), (2, 1, 2)])
+def test_tolist_gives_nestad_scalars_that_keep_their_derivatives(shape):
+    x = np.asarray(uniform(shape or None, seed=12))
+    w = np.arange(1.0, x.size + 1)
+
+    def f(x):
+        structure, leaves = nested_shape_and_leaves(x.tolist())
+        assert structure == shape and all(isinstance(v, nd.Bundle | nd.TapeCell) for v in leaves)
+        return sum(wi * v * v for wi, v in zip(w, leaves))
+    for grad in (nd.gradient_r, nd.gradient_f):
+        np.testing.assert_allclose(grad(f)(x), 2 * w.reshape(shape) * x, rtol=1e-15)
+    assert nested_shape_and_leaves(x.tolist())[0] == shape       # numpy's own, for comparison
+
+
+def test_item_gives_a_nestad_scalar():
+    x = uniform((2, 3), seed=13)
+    for grad in (nd.gradient_r, nd.gradient_f):
+        g = grad(lambda x: x.item(4) * x.item(0, 1) + x[1:, 2:].item() ** 2)(x)
+        expected = np.zeros((2, 3))
+        expected[1, 1] += x[0, 1]
+        expected[0, 1] += x[1, 1]
+        expected[1, 2] += 2 * x[1, 2]
+        np.testing.assert_allclose(g, expected, rtol=1e-15)
+    with pytest.raises(ValueError, match='size 1'):
+        nd.gradient_r(lambda x: x.item())(x)
+    assert nd.derivative(lambda s: (s * 3.0).item())(1.0) == 3.0   # a scalar's item is itself
+
+
+# ---------------------------------------------------------------- functional updates
+
+INDICES = {     # name: index into a (3, 4) array
+    'int': 1,
+    'pair': (0, 2),
+    'column': (slice(None), 1),
+    'ellipsis': (Ellipsis, -1),
+    'strided': (slice(None, None, 2), slice(1, None)),
+    'newaxis': (None, 2),
+    'rows-repeated': np.array([0, 2, 0]),
+    'list-repeated': [2, 2, 1],
+    'pairs-repeated': (np.array([0, 1, 1, 0]), np.array([2, 0, 0, 2])),
+    'mask': X34 > 0,
+    'mixed-repeated': (slice(1, None), np.array([3, 0, 3])),
+}
+
+
+def values_for(index, seed=14):
+    return uniform(np.broadcast_to(X34, X34.shape)[index].shape, seed=seed)
+
+
+def numpy_update(kind, x, index, v):
+    out = x.copy()
+    if kind == 'set':
+        out[index] = v
+    elif kind == 'add':
+        np.add.at(out, index, v)
+    else:
+        np.multiply.at(out, index, v)
+    return out
+
+
+UPDATES = ['set', 'add', 'multiply']
+
+
+@pytest.mark.parametrize('kind', UPDATES)
+@pytest.mark.parametrize('name', sorted(INDICES))
+def test_at_update_values_and_jacobians_in_both_modes(name, kind):
+    index = INDICES[name]
+    v = values_for(index)
+    np_index = np.asarray(index) if isinstance(index, list) else index
+    if kind == 'multiply' and name.endswith('repeated'):
+        with pytest.raises(nd.InvalidInputError, match='repeats'):
+            anp.at(X34)[index].multiply(v)
+        return
+    update = lambda x, v: getattr(anp.at(x)[index], kind)(v)          # noqa: E731
+    np.testing.assert_array_equal(update(X34, v), numpy_update(kind, X34, np_index, v))
+    check_jacobian(update, X34, v, argnums=(0, 1))
+    # a scalar and a broadcast value
+    check_jacobian(update, X34, 0.7, argnums=(0, 1))
+    if np.ndim(v) >= 1:
+        row = v.reshape(-1, v.shape[-1])[0] if np.ndim(v) > 1 else v
+        check_jacobian(update, X34, row, argnums=(0, 1))
+    # the method on a nestad array is the same update
+    for grad in (nd.gradient_r, nd.gradient_f):
+        g_method = grad(lambda x: anp.sum(anp.sin(getattr(x.at[index], kind)(v))))(X34)
+        g_function = grad(lambda x: anp.sum(anp.sin(update(x, v))))(X34)
+        np.testing.assert_array_equal(g_method, g_function)
+
+
+@pytest.mark.parametrize('kind', UPDATES)
+@pytest.mark.parametrize('name', ['pair', 'column', 'rows-repeated', 'pairs-repeated', 'mask', 'mixed-repeated'])
+def test_at_update_second_derivatives_in_all_pairings(name, kind):
+    # five pairings of Hessians (ff fr rf rr, batched fr) against FD, w.r.t. x and the values
+    index = INDICES[name]
+    if kind == 'multiply' and name.endswith('repeated'):
+        return
+    v = values_for(index)
+    w = uniform((3, 4), seed=15)
+
+    def f(x, v):
+        return anp.sum(w * anp.sin(getattr(anp.at(x)[index], kind)(v * v)) * x)
+    check_hessian(lambda x: f(x, v), X34)
+    check_hessian(lambda v: f(X34, v), v)
+
+
+def test_at_get_is_indexing():
+    check_jacobian(lambda x: anp.at(x)[1:, ::2].get() * 2.0, X34)
+    np.testing.assert_array_equal(anp.at(X34)[INDICES['pairs-repeated']].get(), X34[INDICES['pairs-repeated']])
+
+
+def test_set_with_repeated_index_keeps_the_last_value_and_only_its_derivative():
+    idx = np.array([0, 2, 0])
+    for grad in (nd.gradient_r, nd.gradient_f):
+        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].set(v) * np.arange(1.0, 5.0)))(np.array([1.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(g, [0.0, 3.0, 1.0])           # v[0] is overwritten by v[2]
+        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].add(v) * np.arange(1.0, 5.0)))(np.array([1.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(g, [1.0, 3.0, 1.0])           # add accumulates
+
+
+def test_storing_a_nestad_scalar_into_a_plain_array_functionally():
+    # the numpy idiom out = zeros(n); out[i] = f(x) becomes out = at(out)[i].set(f(x))
+    def f(s):
+        out = np.zeros(3)
+        for i in range(3):
+            out = anp.at(out)[i].set(s ** (i + 1))
+        return out
+    for jac in (nd.jacobian_f, nd.jacobian_r):
+        np.testing.assert_allclose(jac(f)(2.0), [1.0, 4.0, 12.0])
+    assert nd.derivative(lambda s: nd.derivative(lambda t: anp.sum(f(t)))(s))(2.0) == pytest.approx(2 + 12)
+
+
+def test_item_assignment_on_a_nestad_array_names_the_functional_update():
+    def f(x):
+        x[0] = 1.0
+        return anp.sum(x)
+    for op in (nd.gradient_r, nd.gradient_f):
+        with pytest.raises(TypeError, match=r'x\.at\[i\]\.set\(v\)'):
+            op(f)(X34[0])
+
+
+@pytest.mark.parametrize('op', ['derivative', 'gradient_r'])
+def test_storing_a_nestad_value_into_a_numpy_array_names_the_cause_and_alternatives(op):
+    def scalar_into_array(s):
+        out = np.zeros(3)
+        out[0] = s * 2.0
+        return anp.sum(out)
+
+    def array_into_array(s):
+        out = np.zeros(3)
+        out[:2] = anp.stack([s, s])
+        return anp.sum(out)
+    for f in (scalar_into_array, array_into_array):
+        with pytest.raises(nd.PerturbedConversionError) as info:
+            getattr(nd, op)(f)(1.0)
+        message = str(info.value)
+        for words in ('storing', 'numpy array', 'nestad.numpy.array', 'stack', 'nestad.numpy.at(out)[i].set'):
+            assert words in message, (words, message)

@@ -258,6 +258,21 @@ def norm_case(draw, r, k, n):
     return (lambda a: anp.linalg.norm(a, ord=ord_, axis=axis, keepdims=keepdims)), (matrices(r, k, n),), (0,)
 
 
+def at_case(kind):
+    """x.at[index].<kind>(v) on a stack, differentiated w.r.t. x and v."""
+    def case(draw, r, k, n):
+        index = draw(st.sampled_from([
+            (k - 1, slice(None), 0), (Ellipsis, n - 1), np.array([k - 1, 0, k - 1]),
+            (slice(None), np.array([0, n - 1, 0]), np.array([n - 1, 0, n - 1])),
+            (np.array([0, k - 1]), slice(None), np.array([n - 1, 0]))]))
+        if kind == 'multiply' and not anp._is_basic(index):
+            index = (Ellipsis, n - 1)           # multiply refuses repeated entries
+        x = vals(r, (k, n, n))
+        v = vals(r, np.broadcast_to(x, x.shape)[index].shape)
+        return (lambda x, v: getattr(anp.at(x)[index], kind)(v)), (x, v), (0, 1)
+    return case
+
+
 CASES = {f'unary-{n}': unary_case(n) for n in UNARY}
 CASES.update({f'binary-{n}': binary_case(n) for n in BINARY})
 CASES.update({f'reduce-{n}': reduction_case(n) for n in ('sum', 'mean', 'prod', 'max', 'min')})
@@ -280,6 +295,7 @@ CASES.update({
     'linalg-inv': of_matrices(anp.linalg.inv),
     'linalg-cholesky': of_matrices(lambda a: anp.linalg.cholesky(a @ anp.swapaxes(a, -1, -2))),
     'linalg-solve': solve_case, 'linalg-norm': norm_case,
+    'at-set': at_case('set'), 'at-add': at_case('add'), 'at-multiply': at_case('multiply'),
 })
 
 

@@ -501,22 +501,23 @@ def _scatter_plain(g, index, shape):
 
 # Under batch axes, index (or scatter) with the batch axes moved to the end, where no
 # index can touch or displace them, then move them back to the front.
-def _getitem_jvp(t, x, out, index):
-    nb = _nbatch(t, x)
+def _batch_last(fn, t, nb, index, ndim):
+    """fn(t, index, batch) for a tangent t with nb leading batch axes: they are moved to the
+    end, where ``index`` (spelled out for an ndim-array) cannot touch or displace them, and
+    moved back to the front of the result."""
     if nb == 0:
-        return _getitem(t, index=index)
-    r = _getitem(_moveaxis_n(t, nb, last=True), index=_full_index(index, _ndim(x)))
+        return fn(t, index, ())
+    r = fn(_moveaxis_n(t, nb, last=True), _full_index(index, ndim), _shape(t)[:nb])
     return _moveaxis_n(r, nb, last=False)
+
+
+def _getitem_jvp(t, x, out, index):
+    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, _nbatch(t, x), index, _ndim(x))
 
 
 def _scatter_jvp(t, g, out, index, shape):
-    nb = _nbatch(t, g)
-    if nb == 0:
-        return _scatter(t, index=index, shape=shape)
-    batch = _shape(t)[:nb]
-    r = _scatter(_moveaxis_n(t, nb, last=True), index=_full_index(index, len(shape)),
-                 shape=tuple(shape) + batch)
-    return _moveaxis_n(r, nb, last=False)
+    return _batch_last(lambda t, i, batch: _scatter(t, index=i, shape=tuple(shape) + batch),
+                       t, _nbatch(t, g), index, len(shape))
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
@@ -540,6 +541,153 @@ def _plain_index(index):
 
 def getitem(x, index):
     return _getitem(_as_operand(x), index=_plain_index(index))
+
+
+# ---------------------------------------------------------------- functional updates
+
+def _indexed_shape(shape, index):
+    """The shape of x[index] for an x of ``shape`` (indexing a broadcast scalar, no copy of x)."""
+    return _np.broadcast_to(_np.zeros(()), shape)[index].shape
+
+
+def _winners(index, shape):
+    """For x[index] = v: where an entry of (broadcast) v is the one that stays.  numpy's
+    assignment keeps the last of repeated entries of an advanced index.  None for a basic
+    index, which never repeats an entry."""
+    if _is_basic(index):
+        return None
+    ishape = _indexed_shape(shape, index)
+    ids = _np.arange(int(_np.prod(ishape))).reshape(ishape)
+    last = _np.full(shape, -1)
+    last[index] = ids
+    return last[index] == ids
+
+
+def _set_plain(x, v, index):
+    out = _np.array(x, dtype=_np.result_type(x, v))     # promoted: v is never truncated
+    out[index] = v
+    return out
+
+
+def _set_vjp_v(g, x, v, out, index):
+    # the entries of v that were written (the last of repeated ones) get the sensitivity
+    won = _winners(index, _shape(x))
+    gv = _getitem(g, index=index)
+    return sum_to(gv if won is None or won.all() else where(won, gv, 0.0), _shape(v))
+
+
+# _set: x with x[index] = v, as a new array (x.at[index].set(v)).
+_set = _define(
+    'at.set', _set_plain,
+    jvps=(lambda t, x, v, out, index: _batch_last(
+              lambda t, i, batch: _set(t, 0.0, index=i), t, _nbatch(t, x), index, _ndim(x)),
+          lambda t, x, v, out, index: _batch_last(
+              lambda t, i, batch: _set(_np.zeros(_shape(x) + batch), t, index=i),
+              t, _nbatch(t, v), index, _ndim(x))),
+    vjps=(lambda g, x, v, out, index: _set(g, 0.0, index=index), _set_vjp_v))
+
+
+def _add_at_plain(x, v, index):
+    out = _np.array(x, dtype=_np.result_type(x, v))
+    _np.add.at(out, index, v)                            # repeated entries accumulate
+    return out
+
+
+# _add_at: x with v added at index, repeats accumulating (x.at[index].add(v), numpy.add.at).
+_add_at = _define(
+    'at.add', _add_at_plain,
+    jvps=(lambda t, x, v, out, index: t,
+          lambda t, x, v, out, index: _scatter_jvp(t, v, None, index, _shape(x))),
+    vjps=(lambda g, x, v, out, index: g,
+          lambda g, x, v, out, index: sum_to(_getitem(g, index=index), _shape(v))))
+
+
+class _At:
+    """``x.at[index]`` as in JAX: updates that return a new array (nestad arrays cannot be
+    assigned to: their derivative needs the old values).  Differentiable in every mode with
+    respect to x and the values."""
+    __slots__ = ('x',)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, index):
+        return _AtIndex(self.x, _plain_index(index))
+
+
+class _AtIndex:
+    __slots__ = ('x', 'index')
+
+    def __init__(self, x, index):
+        self.x, self.index = x, index
+
+    def get(self):
+        """x[index]."""
+        return _getitem(self.x, index=self.index)
+
+    def set(self, values):
+        """x with x[index] = values (the last of repeated entries stays, as in numpy)."""
+        return _set(self.x, _as_operand(values), index=self.index)
+
+    def add(self, values):
+        """x with values added at index; repeated entries accumulate (numpy.add.at)."""
+        return _add_at(self.x, _as_operand(values), index=self.index)
+
+    def multiply(self, values):
+        """x with x[index] multiplied by values; an index may not repeat an entry."""
+        won = _winners(self.index, _shape(self.x))
+        if won is not None and not won.all():
+            raise InvalidInputError("x.at[index].multiply(values): the index repeats an entry; "
+                                    "multiply the repeated values together first")
+        ones = _np.ones(_shape(self.x), dtype=_np.result_type(primal_value(self.x), float))
+        return self.x * _set(ones, _as_operand(values), index=self.index)
+
+
+def at(x):
+    """``at(x)[index].set(v)`` (``.add``, ``.multiply``, ``.get``): the functional update of
+    ``x.at[index]`` for any array, plain ndarrays included (which have no ``.at``)."""
+    x = _as_operand(x)
+    if not (is_array(x) or isinstance(x, _np.ndarray)):
+        raise InvalidInputError(f"nestad.numpy.at needs an array, not a {type(x).__name__}")
+    return _At(x)
+
+
+def copy(x):
+    """numpy.copy.  nestad arrays are never modified in place, so a nestad value is its own copy."""
+    x = _as_operand(x)
+    return x if isinstance(x, Perturbed) else _np.copy(_plain_operand(x, 'copy'))
+
+
+def _astype_plain(x, dtype):
+    return x.astype(dtype) if isinstance(x, _np.ndarray) else _np.dtype(dtype).type(x)
+
+
+def _cast(x, dtype):
+    return x if _np.result_type(primal_value(x)) == dtype else _astype(x, dtype=dtype)
+
+
+# _astype: a change of float precision; the tangent follows the new dtype, the cotangent
+# goes back to the argument's float dtype (an integer argument's stays float).
+_astype = _define(
+    'astype', _astype_plain,
+    jvps=(lambda t, x, out, dtype: _cast(t, dtype),),
+    vjps=(lambda g, x, out, dtype: _cast(g, _np.result_type(primal_value(x)))
+          if _np.result_type(primal_value(x)).kind == 'f' else g,))
+
+
+def astype(x, dtype, copy=True):
+    """x as a float dtype (float32, float64...).  Other dtypes are refused on nestad values:
+    integers and booleans have no derivative, so it would be dropped silently."""
+    x = _as_operand(x)
+    if not isinstance(x, Perturbed):
+        return _np.asarray(_plain_operand(x, 'astype')).astype(dtype, copy=copy)
+    dtype = _np.dtype(dtype)
+    if dtype.kind != 'f':
+        raise InvalidInputError(
+            f"astype({dtype}) on a nestad value would drop its derivative ({dtype} numbers carry "
+            "none). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want the "
+            "values without the derivative.")
+    return _cast(x, dtype)
 
 
 # ---------------------------------------------------------------- reductions

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import numpy as anp
 from ..arrays import ArrayBundle, ArrayTapeCell
+from ..errors import PerturbedConversionError
 from ..values import Bundle, Perturbed, TapeCell, primal_value
 
 UFUNCS = {
@@ -53,7 +54,10 @@ FUNCTIONS = {
     np.zeros_like: lambda x, *a, **k: np.zeros_like(primal_value(x), *a, **k),
     np.ones_like: lambda x, *a, **k: np.ones_like(primal_value(x), *a, **k),
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
+    np.copy: anp.copy,
 }
+if hasattr(np, 'astype'):            # numpy >= 2.1
+    FUNCTIONS[np.astype] = anp.astype
 
 
 # What to use instead of some numpy functions nestad does not differentiate.
@@ -64,7 +68,6 @@ ALTERNATIVES = {
     'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.add.accumulate': 'nestad.numpy.cumsum',
     'numpy.add.at': "the functional update x.at[index].add(values)",
-    'numpy.copy': 'x.copy()',
     'numpy.linalg.matrix_power': 'repeated @',
 }
 
@@ -136,6 +139,31 @@ def _iter(self):
         yield self[i]
 
 
+def _tolist(self):
+    """Nested lists of nestad scalars (the entries keep their derivatives, as indexing does)."""
+    flat = anp.ravel(self)
+    items = [anp.getitem(flat, k) for k in range(self.size)]
+    for n in reversed(self.shape[1:]):
+        items = [items[k:k + n] for k in range(0, len(items), n)]
+    return items if self.shape else anp.getitem(self, ())
+
+
+def _item(self, *index):
+    """The entry as a nestad scalar (numpy's item gives a Python number, without derivative)."""
+    if not index:
+        if self.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        index = (0,)
+    return anp.getitem(anp.ravel(self), index[0]) if len(index) == 1 else anp.getitem(self, index)
+
+
+def _setitem(self, index, value):
+    raise TypeError(
+        "a nestad array cannot be assigned to (x[i] = v): its derivative needs the old values. "
+        "Use the functional update x = x.at[i].set(v) (also .add, .multiply), which returns "
+        "the updated array.")
+
+
 def _len(self):
     s = self.shape
     if not s:
@@ -166,24 +194,28 @@ ARRAY_METHODS = dict(
     min=lambda s, axis=None, keepdims=False: anp.min(s, axis, keepdims),
     dot=lambda s, o: anp.dot(s, o),
     T=property(lambda s: anp.transpose(s)),
+    copy=lambda s: s, astype=lambda s, dtype, copy=True: anp.astype(s, dtype),
+    tolist=_tolist, item=_item, at=property(lambda s: anp.at(s)), __setitem__=_setitem,
 )
 
 
 def _array(self, dtype=None, copy=None):
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
-    raise TypeError(
+    raise PerturbedConversionError(
         "converting a nestad value to a plain numpy array would drop its derivative "
-        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x), arithmetic with a "
-        "numpy.ma masked array or a numpy.matrix on the left, which nestad does not support). "
-        "Use nestad.numpy functions or the @ operator (nestad.numpy.array builds arrays of "
-        "nestad numbers).")
+        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x), storing it into a numpy "
+        "array with out[i] = x, arithmetic with a numpy.ma masked array or a numpy.matrix on "
+        "the left, which nestad does not support). Use nestad.numpy functions or the @ "
+        "operator; build arrays of nestad values with nestad.numpy.array or stack, and update "
+        "one functionally with nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays).")
 
 
 # Scalar nestad values answer the same non-arithmetic methods as numpy scalars do
 # (x.sum(), x.reshape(1)); their arithmetic keeps the scalar fast paths.
 SCALAR_METHODS = ('reshape', 'transpose', 'ravel', 'flatten', 'squeeze', 'sum', 'mean', 'prod',
-                  'max', 'min', 'dot', 'T')
+                  'max', 'min', 'dot', 'T', 'copy', 'astype')
+SCALAR_SELF = ('item', 'tolist')      # a nestad scalar is its own item
 
 
 def install():
@@ -196,3 +228,5 @@ def install():
     for cls in (Bundle, TapeCell):
         for name in SCALAR_METHODS:
             setattr(cls, name, ARRAY_METHODS[name])
+        for name in SCALAR_SELF:
+            setattr(cls, name, lambda s: s)
