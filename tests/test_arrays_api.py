@@ -624,3 +624,12 @@ def test_storing_a_nestad_value_into_a_numpy_array_names_the_cause_and_alternati
         message = str(info.value)
         for words in ('storing', 'numpy array', 'nestad.numpy.array', 'stack', 'nestad.numpy.at(out)[i].set'):
             assert words in message, (words, message)
+
+
+def test_separated_advanced_indices_under_batched_tangents():
+    # numpy moves the advanced axes of x[i, :, j] to the front; batch axes, moved to the end
+    # for the indexing, stay behind them, so jacobian_f (batched) agrees with FD and reverse
+    x = uniform((3, 4, 5), seed=16)
+    i, j = np.array([0, 2, 1]), np.array([4, 0, 4])
+    check_jacobian(lambda x: x[i, :, j] * x[0, 0, 0], x)
+    check_jacobian(lambda x: anp.at(x)[i, :, j].add(x[i, :, j] ** 2), x)
