@@ -633,3 +633,19 @@ def test_separated_advanced_indices_under_batched_tangents():
     i, j = np.array([0, 2, 1]), np.array([4, 0, 4])
     check_jacobian(lambda x: x[i, :, j] * x[0, 0, 0], x)
     check_jacobian(lambda x: anp.at(x)[i, :, j].add(x[i, :, j] ** 2), x)
+
+
+@pytest.mark.parametrize('kind', UPDATES)
+def test_at_update_dtypes(kind):
+    # float32 stays float32 (as numpy's in-place update); an integer x takes a float v's dtype
+    # (an in-place update would truncate v, and its derivative with it)
+    x32 = X34.astype(np.float32)
+    v32 = np.float32(0.5)
+    same = getattr(anp.at(x32)[1], kind)(v32)
+    np.testing.assert_array_equal(same, numpy_update(kind, x32, 1, v32))
+    assert same.dtype == np.float32
+    assert nd.vjp(lambda x: getattr(x.at[1], kind)(v32), x32)[0].dtype == np.float32
+    xi = np.arange(6).reshape(2, 3)
+    promoted = getattr(anp.at(xi)[0, 1], kind)(2.5)
+    assert promoted.dtype == np.float64
+    np.testing.assert_array_equal(promoted, numpy_update(kind, xi.astype(float), (0, 1), 2.5))

@@ -639,7 +639,7 @@ class _AtIndex:
         if won is not None and not won.all():
             raise InvalidInputError("x.at[index].multiply(values): the index repeats an entry; "
                                     "multiply the repeated values together first")
-        ones = _np.ones(_shape(self.x), dtype=_np.result_type(primal_value(self.x), float))
+        ones = _np.ones(_shape(self.x), dtype=_np.result_type(primal_value(self.x), 1.0))
         return self.x * _set(ones, _as_operand(values), index=self.index)
 
 
