@@ -757,7 +757,11 @@ def _prod_others(x, axis):
     # plain x (a first derivative): numpy's own functions, without the lifted calls
     tr, rs = (_np.transpose, _np.reshape) if not isinstance(x, Perturbed) else (transpose, reshape)
     y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (-1,))
-    others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
+    if isinstance(x, Perturbed):       # prefix and (reversed) suffix products in one scan
+        both = _exclusive_cumprod(stack([y, y[..., ::-1]]))
+        others = both[0] * both[1][..., ::-1]
+    else:
+        others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
     others = rs(others, tuple(xs[a] for a in perm))
     return tr(others, tuple(_np.argsort(perm)))
 
