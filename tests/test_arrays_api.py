@@ -342,8 +342,9 @@ LIST_CALLS = {    # name: arguments (lists stand where numpy takes an array)
     'concatenate': ([V3, V3],), 'stack': ([V3, V3],), 'hstack': ([V3, V3],), 'vstack': ([V3, V3],),
     'trace': (S22,), 'diagonal': (S22,), 'linalg.norm': (V3,), 'linalg.solve': (S22, [1.0, 2.0]),
     'linalg.inv': (S22,), 'linalg.det': (S22,), 'linalg.slogdet': (S22,), 'linalg.cholesky': (S22,),
+    'einsum': ('ij,j->i', L23, V3), 'copy': (L23,), 'astype': (L23, np.float64),
 }
-NO_NUMPY_TWIN = {'sum_to', 'logsumexp'}
+NO_NUMPY_TWIN = {'sum_to', 'logsumexp', 'astype'}     # numpy.astype takes arrays only
 
 
 def lookup(module, name):
