@@ -226,7 +226,8 @@ PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.
     'mean-float32': (anp.mean, np.mean, (VALUES['float32'],)),
     'mean-int': (lambda x: anp.mean(x, axis=0), lambda x: np.mean(x, axis=0), (VALUES['int'],)),
     'trace-stack': (anp.trace, np.trace, (uniform((2, 3, 4)),)),
-    'trace-offset-axes': (lambda a: anp.trace(a, 1, 2, 0), lambda a: np.trace(a, 1, 2, 0), (uniform((3, 2, 4)),)),
+    'trace-offset-axes': (lambda a: anp.trace(a, 1, 2, 0), lambda a: np.trace(a, 1, 2, 0),
+                          (uniform((3, 2, 4)),)),
     'diagonal-stack': (anp.diagonal, np.diagonal, (uniform((2, 3, 4)),)),
     'diagonal-negative-offset': (lambda a: anp.diagonal(a, -1, -1, -2), lambda a: np.diagonal(a, -1, -1, -2),
                                  (uniform((2, 3, 4)),)),
@@ -234,7 +235,8 @@ PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.
     'norm-int': (anp.linalg.norm, np.linalg.norm, (VALUES['int'],)),
     'clip-nan': (lambda x: anp.clip(x, -1, 1), lambda x: np.clip(x, -1, 1), (SPECIAL,)),
     'clip-int': (lambda x: anp.clip(x, -1, 1), lambda x: np.clip(x, -1, 1), (VALUES['int'],)),
-    'where-float32': (lambda x: anp.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0), (VALUES['float32'],)),
+    'where-float32': (lambda x: anp.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0),
+                      (VALUES['float32'],)),
     'power-int': (anp.power, np.power, (VALUES['int'], 2)),
     'power-negative-zero': (anp.power, np.power, (NEG0, np.array([-1.0]))),
 }
@@ -310,7 +312,8 @@ def test_slogdet_returns_numpys_named_result():
 @pytest.mark.parametrize('name', ['dot', 'inner', 'vdot'])
 def test_dot_inner_vdot_derivatives_on_all_operand_ranks(name):
     fn = getattr(anp, name)
-    shapes = {'dot': [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((), (2, 3)), ((2, 3), ())],
+    shapes = {'dot': [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((), (2, 3)),
+                      ((2, 3), ())],
               'inner': [((3,), (3,)), ((2, 3), (4, 3)), ((2, 2, 3), (3,)), ((3,), (2, 2, 3)), ((), (2, 3))],
               'vdot': [((3,), (3,)), ((2, 3), (3, 2)), ((6,), (2, 3))]}[name]
     for sa, sb in shapes:
@@ -362,7 +365,8 @@ def scaled(a, s):
 
 def scalar_of(out):
     out = out[1] if isinstance(out, tuple) else out        # slogdet: log|det|
-    return anp.sum(out * np.arange(1.0, np.size(nd.primal_value(out)) + 1).reshape(np.shape(nd.primal_value(out))))
+    shape = np.shape(nd.primal_value(out))
+    return anp.sum(out * np.arange(1.0, np.prod(shape) + 1).reshape(shape))
 
 
 @pytest.mark.parametrize('name', sorted(LIST_CALLS))
@@ -427,7 +431,8 @@ def test_numpy_keyword_nestad_does_not_take_is_named():
 X34 = uniform((3, 4), seed=11)
 
 
-@pytest.mark.parametrize('copy', [lambda x: x.copy(), np.copy, anp.copy], ids=['method', 'np.copy', 'anp.copy'])
+@pytest.mark.parametrize('copy', [lambda x: x.copy(), np.copy, anp.copy],
+                         ids=['method', 'np.copy', 'anp.copy'])
 def test_copy_keeps_the_derivative(copy):
     check_jacobian(lambda x: copy(x) * 2.0, X34)
     np.testing.assert_array_equal(copy(X34), X34)
@@ -558,7 +563,8 @@ def test_at_update_values_and_jacobians_in_both_modes(name, kind):
 
 
 @pytest.mark.parametrize('kind', UPDATES)
-@pytest.mark.parametrize('name', ['pair', 'column', 'rows-repeated', 'pairs-repeated', 'mask', 'mixed-repeated'])
+@pytest.mark.parametrize('name', ['pair', 'column', 'rows-repeated', 'pairs-repeated', 'mask',
+                                  'mixed-repeated'])
 def test_at_update_second_derivatives_in_all_pairings(name, kind):
     # five pairings of Hessians (ff fr rf rr, batched fr) against FD, w.r.t. x and the values
     index = INDICES[name]
@@ -575,15 +581,16 @@ def test_at_update_second_derivatives_in_all_pairings(name, kind):
 
 def test_at_get_is_indexing():
     check_jacobian(lambda x: anp.at(x)[1:, ::2].get() * 2.0, X34)
-    np.testing.assert_array_equal(anp.at(X34)[INDICES['pairs-repeated']].get(), X34[INDICES['pairs-repeated']])
+    index = INDICES['pairs-repeated']
+    np.testing.assert_array_equal(anp.at(X34)[index].get(), X34[index])
 
 
 def test_set_with_repeated_index_keeps_the_last_value_and_only_its_derivative():
-    idx = np.array([0, 2, 0])
+    idx, w, v = np.array([0, 2, 0]), np.arange(1.0, 5.0), np.array([1.0, 2.0, 3.0])
     for grad in (nd.gradient_r, nd.gradient_f):
-        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].set(v) * np.arange(1.0, 5.0)))(np.array([1.0, 2.0, 3.0]))
+        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].set(v) * w))(v)
         np.testing.assert_array_equal(g, [0.0, 3.0, 1.0])           # v[0] is overwritten by v[2]
-        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].add(v) * np.arange(1.0, 5.0)))(np.array([1.0, 2.0, 3.0]))
+        g = grad(lambda v: anp.sum(anp.at(np.zeros(4))[idx].add(v) * w))(v)
         np.testing.assert_array_equal(g, [1.0, 3.0, 1.0])           # add accumulates
 
 

@@ -1080,7 +1080,8 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     axis1, axis2 = axis1 % nd_, axis2 % nd_
     a = transpose(a, [i for i in range(nd_) if i not in (axis1, axis2)] + [axis1, axis2])
     rows, cols = _shape(a)[-2:]
-    size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0 else builtins.min(rows + offset, cols))
+    size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0
+                        else builtins.min(rows + offset, cols))
     i = _np.arange(size)
     return a[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0)]
 
