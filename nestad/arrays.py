@@ -18,6 +18,7 @@ batching for free from broadcasting.
 """
 import numpy as np
 
+from .errors import InvalidInputError
 from .values import Bundle, Perturbed, TapeCell, next_id
 
 
@@ -42,6 +43,27 @@ def is_array(x):
     while isinstance(x, Perturbed):
         x = x.primal
     return x.__class__ is np.ndarray
+
+
+def subclass_error(x, where):
+    """The error for an ndarray subclass given to ``where``.  nestad computes with plain
+    ndarrays; a subclass may give operations another meaning (a mask, ``*`` as a matrix
+    product, units) that the rules would not follow, so it is refused, never unwrapped."""
+    cls = type(x)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if isinstance(x, np.ma.MaskedArray):
+        why = ("nestad does not implement masked-array semantics: the masked entries would "
+               "silently take part in the values or the derivatives. Use x.filled(value) to "
+               "replace them, or numpy.asarray(x) for the raw data (and nestad.numpy.where "
+               "to apply the mask yourself).")
+    elif isinstance(x, np.matrix):
+        why = ("numpy.matrix gives * the meaning of a matrix product and keeps every result "
+               "2-D, which nestad's array rules do not follow. Use numpy.asarray(x), and @ "
+               "for matrix products.")
+    else:
+        why = ("nestad differentiates plain numpy.ndarray only, since a subclass may change "
+               "what operations mean. Use numpy.asarray(x) for its data as a plain array.")
+    return InvalidInputError(f"{where} got a {name} (a subclass of numpy.ndarray): {why}")
 
 
 def make_bundle(tag, primal, tangent):
@@ -83,9 +105,12 @@ def apply(prim, args, params):
     """Apply ``prim`` to ``args`` carrying any tags: outermost tag first, as in lifting.py."""
     top = -1
     for a in args:
-        if isinstance(a, Perturbed) and a.tag > top:
-            top = a.tag
-            forward = isinstance(a, Bundle)
+        if isinstance(a, Perturbed):
+            if a.tag > top:
+                top = a.tag
+                forward = isinstance(a, Bundle)
+        elif a.__class__ is not np.ndarray and isinstance(a, np.ndarray):
+            raise subclass_error(a, f"nestad.numpy.{prim.name}")
     if top < 0:
         return prim.plain(*args, **params)
     carried = [isinstance(a, Perturbed) and a.tag == top for a in args]

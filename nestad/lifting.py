@@ -21,7 +21,7 @@ from numbers import Real
 
 import numpy as np
 
-from .arrays import ArrayBundle, ArrayTapeCell
+from .arrays import ArrayBundle, ArrayTapeCell, subclass_error
 from .errors import InvalidInputError
 from .values import Bundle, Perturbed, TapeCell, next_id
 
@@ -54,6 +54,8 @@ class Primitive:
 
 
 def not_a_number(name, value):
+    if isinstance(value, np.ndarray):           # a subclass: plain ndarrays were routed
+        return subclass_error(value, f"nestad.{name}")
     return InvalidInputError(
         f"nestad.{name} got {type(value).__name__} {value!r:.60}, which is not a real number "
         "or a nestad number.")

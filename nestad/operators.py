@@ -18,7 +18,7 @@ import numpy as np
 
 from . import numpy as anp
 from . import perturbation
-from .arrays import make_bundle, make_cell
+from .arrays import make_bundle, make_cell, subclass_error
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
@@ -31,9 +31,11 @@ from .values import Bundle, Perturbed, primal_value
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
         return _checked(x, op)
-    if isinstance(x, Real) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
+    if isinstance(x, Real) or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'):
         return x
     if isinstance(x, np.ndarray):
+        if x.__class__ is not np.ndarray:
+            raise subclass_error(x, f"{op}: {what}")
         described = f"an ndarray of dtype {x.dtype}, not of real numbers"
     else:
         described = f"{_a(type(x).__name__)} ({x!r:.60}), not a real number or array"
@@ -65,7 +67,7 @@ def _leaves_of(tree, op, name):
 
 def _is_number(x):
     return (isinstance(x, (Real, Perturbed))
-            or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'))
+            or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'))   # subclasses refused
 
 
 def _argnums_spec(argnums, op):

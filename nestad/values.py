@@ -28,6 +28,11 @@ _cell_ids = itertools.count()
 next_id = _cell_ids.__next__
 
 
+_STORING = (" If this came from storing a nestad value into a numpy array (out[i] = x), build "
+            "the array with nestad.numpy.array or stack instead, or update it functionally: "
+            "out = nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays).")
+
+
 class Perturbed:
     """Common base of Bundle and TapeCell: conversions, comparisons, repr."""
 
@@ -35,7 +40,7 @@ class Perturbed:
     # numpy's protocols (__array_ufunc__, __array_function__) are installed by
     # nestad.numpy, so numpy calls on nestad values differentiate or refuse.
 
-    def _refuse(self, what):
+    def _refuse(self, what, hint=""):
         if not perturbation.is_live(self.tag):
             raise EscapedPerturbationError(
                 f"{what} on a perturbed value whose derivative call has already returned: it "
@@ -46,10 +51,10 @@ class Perturbed:
             "Use nestad's functions (nestad.sin, nestad.floor, ...) instead of math's, "
             "and nestad.isnan / isfinite / isinf instead of math.isnan / isfinite / isinf; "
             "keep the value a nestad number, or call nestad.primal_value(x) if you "
-            "really want the number without its derivative.")
+            "really want the number without its derivative." + hint)
 
     def __float__(self):
-        self._refuse("float()")
+        self._refuse("float()", _STORING)
 
     def __int__(self):
         self._refuse("int()")

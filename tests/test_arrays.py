@@ -474,6 +474,95 @@ def test_prod_hessian_with_zero_entries(x):
     assert_close(nd.jacobian_r(nd.gradient_f(anp.prod))(x), expected, 1e-13, 1e-14, 'rf')
 
 
+# Points with tiny entries (no zero): prod / x cancels catastrophically in the second
+# derivative ([1e-16, 1, 1] gave a Hessian row sum of 0 instead of 2; [.., 1e-200, ..] was off
+# by 1e184) and is 0 where the product underflows.  The rule must be the product of the
+# other entries at every order.  Tolerances are relative; atol 1e-300 only forgives
+# subnormal products (below 2.2e-308), which have few significant bits.
+PROD_NEAR_ZERO = {
+    'tiny': np.array([1e-16, 1.0, 1.0]),
+    'very-tiny': np.array([0.5, 1e-200, 2.0, -1.5]),
+    'underflowing-product': np.array([1e-200, 1e-200, 3.0]),
+    'tiny-and-zero': np.array([0.0, 1e-300, 2.0, -3.0]),
+    'two-tiny': np.array([1e-160, -2.0, 1e-170, 0.5, 4.0]),
+}
+
+
+def prod_derivative_closed_form(x, order, axis=None, keepdims=False, w=None):
+    """The order-th derivative tensor of sum(w * prod(x, axis, keepdims)): for distinct
+    entries p1..pm of one reduced group, w[group] times the product of the group's other
+    entries (zero for repeated entries or entries of different groups)."""
+    out_index = np.arange(x.size).reshape(x.shape)
+    groups = np.moveaxis(out_index, _axes(axis, x.ndim), range(-len(_axes(axis, x.ndim)), 0))
+    groups = groups.reshape(-1, int(np.prod([x.shape[a] for a in _axes(axis, x.ndim)])))
+    wf = np.ones(len(groups)) if w is None else np.ravel(w)
+    flat = x.ravel()
+    t = np.zeros((x.size,) * order)
+    for g, group in enumerate(groups):
+        for combo in np.ndindex(*(len(group),) * order):
+            if len(set(combo)) == order:
+                rest = np.delete(group, list(combo))
+                t[tuple(group[list(combo)])] += wf[g] * np.prod(flat[rest])
+    return t.reshape(x.shape * order)
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    return tuple(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+
+
+@pytest.mark.parametrize('name', sorted(PROD_NEAR_ZERO))
+def test_prod_derivatives_near_zero_are_exact_at_every_order(name):
+    x = PROD_NEAR_ZERO[name]
+    g1, h2, t3 = (prod_derivative_closed_form(x, k) for k in (1, 2, 3))
+    rel = dict(rtol=1e-13, atol=1e-300)
+    for grad in (nd.gradient_r, nd.gradient_f):
+        assert_close(grad(anp.prod)(x), g1, what=grad.__name__, **rel)
+    assert_close(nd.hvp(anp.prod, x, np.ones(x.size)), h2.sum(axis=1), what='hvp', **rel)
+    pairings = {'hessian': nd.hessian(anp.prod),
+                'rr': nd.jacobian_r(nd.gradient_r(anp.prod)),
+                'ff': nd.jacobian_f(nd.gradient_f(anp.prod)),
+                'rf': nd.jacobian_r(nd.gradient_f(anp.prod))}
+    for what, h in pairings.items():
+        assert_close(h(x), h2, what=what, **rel)
+    triples = {'f(f(r))': nd.jacobian_f(nd.hessian(anp.prod)),
+               'r(r(r))': nd.jacobian_r(nd.jacobian_r(nd.gradient_r(anp.prod))),
+               'r(f(f))': nd.jacobian_r(nd.jacobian_f(nd.gradient_f(anp.prod)))}
+    for what, t in triples.items():
+        assert_close(t(x), t3, what=what, **rel)
+
+
+def test_prod_hessian_near_zero_exact_values_from_the_issue():
+    assert_close(nd.hvp(anp.prod, np.array([1e-16, 1., 1.]), np.ones(3)), [2.0, 1.0, 1.0], 0, 0)
+    assert_close(nd.hvp(anp.prod, np.array([0.5, 1e-200, 2, -1.5]), np.ones(4)),
+                 [-3.0, -2.75, -0.75, 1.0], 1e-15, 0)
+
+
+PROD_NEAR_ZERO_3D = {
+    'tiny': np.array([[[1e-16, 1.0, 2.0], [0.5, 1e-200, -1.5]],
+                      [[1e-170, 3.0, 1e-150], [1.5, -0.5, 2.0]]]),
+    'tiny-and-zero': np.array([[[1e-16, 1.0, 2.0], [0.5, 1e-200, -1.5]],
+                               [[0.0, 3.0, 1e-300], [1.5, -0.5, 2.0]]]),
+}
+
+
+@pytest.mark.parametrize('keepdims', [False, True])
+@pytest.mark.parametrize('axis', [0, 1, -1, (0, 2), None], ids=['0', '1', '-1', '(0,2)', 'None'])
+@pytest.mark.parametrize('entries', sorted(PROD_NEAR_ZERO_3D))
+def test_prod_near_zero_with_axis_and_keepdims(entries, axis, keepdims):
+    x = PROD_NEAR_ZERO_3D[entries]
+    w = weights(np.shape(np.prod(x, axis=axis, keepdims=keepdims)))
+    f = lambda x: anp.sum(w * anp.prod(x, axis=axis, keepdims=keepdims))    # noqa: E731
+    rel = dict(rtol=1e-13, atol=1e-300)
+    expected = [prod_derivative_closed_form(x, k, axis, keepdims, w) for k in (1, 2, 3)]
+    assert_close(nd.gradient_r(f)(x), expected[0], what='gradient_r', **rel)
+    assert_close(nd.gradient_f(f)(x), expected[0], what='gradient_f', **rel)
+    assert_close(nd.hessian(f)(x), expected[1], what='hessian', **rel)
+    assert_close(nd.jacobian_r(nd.gradient_r(f))(x), expected[1], what='rr', **rel)
+    assert_close(nd.jacobian_f(nd.hessian(f))(x), expected[2], what='f(f(r))', **rel)
+
+
 def test_max_min_closed_form():
     x = np.array([[0.3, 2.0, -1.0], [4.0, 0.1, 0.2]])
     assert_close(nd.gradient_r(anp.max)(x), np.array([[0, 0, 0], [1.0, 0, 0]]), 0, 0)

@@ -216,6 +216,85 @@ def test_cholesky_second_derivative():
     assert_close(nd.hessian(f)(a), expected, what='hessian (forward over reverse)')
 
 
+# ---------------------------------------------------------------- stacks of matrices
+
+# A function of each matrix of a stack (det, slogdet, a norm over the matrix axes) has a
+# cotangent of shape (k,): the rules must send entry i to matrix i, not broadcast it
+# against the matrices' last axis, which fails for k != n and is silently wrong for k == n.
+STACK_SIZES = [(3, 3), (2, 3), (4, 3), (2, 2), (1, 2)]
+STACK_IDS = [f'k{k}-n{n}' for k, n in STACK_SIZES]
+
+
+def stack_of_matrices(k, n, seed=0):
+    return uniform((k, n, n), seed=seed) * 0.5 + 2.0 * np.eye(n)
+
+
+def _rhs(shape, seed):
+    return uniform(shape, seed=seed)
+
+
+STACKED_LINALG = {       # name: (f(a, n, k), plain numpy reference)
+    'det': (lambda a, n, k: anp.linalg.det(a), lambda a, n, k: np.linalg.det(a)),
+    'np.det': (lambda a, n, k: np.linalg.det(a), lambda a, n, k: np.linalg.det(a)),
+    'slogdet': (lambda a, n, k: anp.linalg.slogdet(a)[1], lambda a, n, k: np.linalg.slogdet(a)[1]),
+    'np.slogdet': (lambda a, n, k: np.linalg.slogdet(a)[1], lambda a, n, k: np.linalg.slogdet(a)[1]),
+    'inv': (lambda a, n, k: anp.linalg.inv(a), lambda a, n, k: np.linalg.inv(a)),
+    'solve-vector-rhs': (lambda a, n, k: anp.linalg.solve(a, _rhs((n,), 1)),
+                         lambda a, n, k: np.linalg.solve(a, _rhs((n,), 1))),
+    'solve-matrix-rhs': (lambda a, n, k: anp.linalg.solve(a, _rhs((k, n, 2), 2)),
+                         lambda a, n, k: np.linalg.solve(a, _rhs((k, n, 2), 2))),
+    'solve-shared-rhs': (lambda a, n, k: np.linalg.solve(a, _rhs((n, 2), 3)),
+                         lambda a, n, k: np.linalg.solve(a, _rhs((n, 2), 3))),
+    'solve-rhs-stack-of-stacks': (lambda a, n, k: anp.linalg.solve(a, _rhs((2, k, n, 1), 4)),
+                                  lambda a, n, k: np.linalg.solve(a, _rhs((2, k, n, 1), 4))),
+    # a general function of a (cholesky of a a^T + n I), so plain FD applies
+    'cholesky': (lambda a, n, k: anp.linalg.cholesky(a @ anp.swapaxes(a, -1, -2) + n * np.eye(n)),
+                 lambda a, n, k: np.linalg.cholesky(a @ np.swapaxes(a, -1, -2) + n * np.eye(n))),
+    'norm-rows': (lambda a, n, k: anp.linalg.norm(a, axis=-1),
+                  lambda a, n, k: np.linalg.norm(a, axis=-1)),
+    'norm-matrices': (lambda a, n, k: anp.linalg.norm(a, axis=(-2, -1)),
+                      lambda a, n, k: np.linalg.norm(a, axis=(-2, -1))),
+    'norm-matrices-keepdims': (lambda a, n, k: np.linalg.norm(a, axis=(1, 2), keepdims=True),
+                               lambda a, n, k: np.linalg.norm(a, axis=(1, 2), keepdims=True)),
+    'norm-stack-axis': (lambda a, n, k: anp.linalg.norm(a, ord=2, axis=0, keepdims=True),
+                        lambda a, n, k: np.linalg.norm(a, ord=2, axis=0, keepdims=True)),
+}
+
+
+@pytest.mark.parametrize('k,n', STACK_SIZES, ids=STACK_IDS)
+@pytest.mark.parametrize('name', sorted(STACKED_LINALG))
+def test_stacked_linalg_jacobian_and_hessian(name, k, n):
+    f, ref = STACKED_LINALG[name]
+    a = stack_of_matrices(k, n, seed=k + 10 * n)
+    np.testing.assert_allclose(f(a, n, k), ref(a, n, k), rtol=1e-13, atol=1e-15)
+    check_jacobian(lambda a: f(a, n, k), a)
+    w = weights(np.shape(ref(a, n, k)))
+    # Hessian of a scalar function of every output: five pairings (ff fr rf rr, batched fr) vs FD
+    check_hessian(lambda a: anp.sum(w * anp.sin(f(a, n, k))), a)
+
+
+@pytest.mark.parametrize('k,n', STACK_SIZES, ids=STACK_IDS)
+def test_stacked_slogdet_and_det_closed_form_gradients(k, n):
+    # d log|det A_i| / dA_i = A_i^-T, d det A_i / dA_i = det A_i A_i^-T, weighted per matrix
+    a = stack_of_matrices(k, n, seed=5)
+    w = np.arange(1.0, k + 1.0)
+    inv_t = np.swapaxes(np.linalg.inv(a), -1, -2)
+    expected = w[:, None, None] * inv_t
+    for grad in (nd.gradient_r, nd.gradient_f):
+        assert_close(grad(lambda a: anp.sum(w * anp.linalg.slogdet(a)[1]))(a), expected, 1e-12,
+                     1e-14, f'slogdet {grad.__name__}')
+        assert_close(grad(lambda a: anp.sum(w * anp.linalg.det(a)))(a),
+                     np.linalg.det(a)[:, None, None] * expected, 1e-12, 1e-14, f'det {grad.__name__}')
+
+
+@pytest.mark.parametrize('k,n', STACK_SIZES, ids=STACK_IDS)
+def test_stacked_solve_gradient_wrt_both_arguments(k, n):
+    a = stack_of_matrices(k, n, seed=6)
+    for b in (_rhs((n,), 7), _rhs((k, n, 2), 8), _rhs((n, 3), 9)):
+        w = weights(np.shape(np.linalg.solve(a, b)))
+        check_gradient(lambda a, b: anp.sum(w * anp.linalg.solve(a, b) ** 2), a, b, argnums=(0, 1))
+
+
 # ---------------------------------------------------------------- Hessians: four pairings
 
 def mlp_unpack(theta):

@@ -20,7 +20,7 @@ from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, nda
                    size, result_type, zeros_like, ones_like, full_like)
 
 from .. import primitives as _scalar
-from ..arrays import ArrayPrimitive, apply, is_array
+from ..arrays import ArrayPrimitive, apply, is_array, subclass_error
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..values import Perturbed, primal_value
@@ -88,7 +88,7 @@ _sum_to = _define(
 
 
 def sum_to(x, shape):
-    shape = tuple(shape)
+    x, shape = _as_operand(x), tuple(shape)
     return x if _shape(x) == shape else _sum_to(x, shape=shape)
 
 
@@ -108,7 +108,7 @@ _broadcast_to = _define(
 
 
 def broadcast_to(x, shape):
-    shape = tuple(shape)
+    x, shape = _as_operand(x), tuple(shape)
     return x if _shape(x) == shape else _broadcast_to(x, shape=shape)
 
 
@@ -145,6 +145,7 @@ _reshape = _define(
 
 
 def reshape(x, shape, *more):
+    x = _as_operand(x)
     if more or isinstance(shape, int):
         shape = ((shape,) if isinstance(shape, int) else tuple(shape)) + more
     shape = tuple(shape)
@@ -167,12 +168,14 @@ _transpose = _define(
 
 
 def transpose(x, axes=None):
+    x = _as_operand(x)
     n = _ndim(x)
     axes = tuple(reversed(range(n))) if axes is None else tuple(a % n for a in axes)
     return x if axes == tuple(range(n)) else _transpose(x, axes=axes)
 
 
 def swapaxes(x, axis1, axis2):
+    x = _as_operand(x)
     n = _ndim(x)
     axes = list(range(n))
     axes[axis1 % n], axes[axis2 % n] = axes[axis2 % n], axes[axis1 % n]
@@ -180,6 +183,7 @@ def swapaxes(x, axis1, axis2):
 
 
 def moveaxis(x, source, destination):
+    x = _as_operand(x)
     n = _ndim(x)
     order = [a for a in range(n) if a != source % n]
     order.insert(destination % n, source % n)
@@ -187,6 +191,7 @@ def moveaxis(x, source, destination):
 
 
 def expand_dims(x, axis):
+    x = _as_operand(x)
     s = list(_shape(x))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     n = len(s) + len(axes)
@@ -196,6 +201,7 @@ def expand_dims(x, axis):
 
 
 def squeeze(x, axis=None):
+    x = _as_operand(x)
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
@@ -207,10 +213,12 @@ def squeeze(x, axis=None):
 
 
 def atleast_1d(x):
+    x = _as_operand(x)
     return reshape(x, (1,)) if _ndim(x) == 0 else x
 
 
 def atleast_2d(x):
+    x = _as_operand(x)
     return reshape(x, (1,) * (2 - _ndim(x)) + _shape(x)) if _ndim(x) < 2 else x
 
 
@@ -227,18 +235,32 @@ def _elementwise1(name, npfn, scalar, deriv=None):
                    vjps=(lambda g, x, out: deriv(x, out) * g,))
 
     def public(x):
-        if is_array(x) or not isinstance(x, (Perturbed, int, float)):
-            return prim(_as_operand(x))
-        return scalar_fn(x)
+        if isinstance(x, Perturbed) and _python_scalar(x):
+            return scalar_fn(x)           # a nestad scalar keeps the scalar fast paths
+        return prim(_as_operand(x))       # plain values get numpy's own answer
     public.__name__ = name
     ARRAY_ROUTES[scalar.name] = prim
     return public
+
+
+def _python_scalar(x):
+    """True if the value under x's perturbations is a Python float or int (numpy's float64
+    is one): the scalar primitives take it.  Arrays and other numpy scalars (float32) go
+    to the array primitives, which keep numpy's dtypes."""
+    return isinstance(primal_value(x), (int, float))
 
 
 def _as_operand(x):
     """Lists and tuples (possibly holding nestad numbers) become arrays."""
     if isinstance(x, (list, tuple)):
         return array(x)
+    return x
+
+
+def _plain_operand(x, name):
+    """x for a numpy function called directly (no primitive, which would check it)."""
+    if x.__class__ is not _np.ndarray and isinstance(x, _np.ndarray):
+        raise subclass_error(x, f"nestad.numpy.{name}")
     return x
 
 
@@ -262,7 +284,10 @@ log2 = _elementwise1('log2', _np.log2, _scalar.LOG2)
 log10 = _elementwise1('log10', _np.log10, _scalar.LOG10)
 sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.SQRT)
 cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.CBRT)
-reciprocal = _elementwise1('reciprocal', lambda x: 1.0 / _np.asarray(x, dtype=float), _scalar.RECIP)
+# numpy's reciprocal of an integer is integer division (0 for |x| > 1), a step function the
+# rule -1/x^2 would contradict; integers get the true reciprocal in float64, as in JAX.
+reciprocal = _elementwise1('reciprocal', lambda x: _np.reciprocal(x) if _np.result_type(x).kind in 'fc'
+                           else _np.true_divide(1.0, x), _scalar.RECIP)
 # abs's scalar rule compares a primal value with 0; elementwise it is numpy's sign.
 absolute = _elementwise1('absolute', _np.absolute, _scalar.ABS,
                          lambda x, out: _np.sign(primal_value(x)))
@@ -270,21 +295,30 @@ abs = absolute   # noqa: A001  (mirrors numpy)
 
 
 def square(x):
-    return x * x
+    x = _as_operand(x)
+    return x * x if isinstance(x, Perturbed) else _np.square(_plain_operand(x, 'square'))
+
+
+# numpy.negative flips the sign bit of nan too (multiplying by -1 does not)
+_negative = _define('negative', _np.negative,
+                    jvps=(lambda t, x, out: _negative(t),),
+                    vjps=(lambda g, x, out: _negative(g),))
 
 
 def negative(x):
-    return multiply(x, -1.0)
+    x = _as_operand(x)
+    return -x if isinstance(x, Perturbed) and _python_scalar(x) else _negative(x)
 
 
 def positive(x):
-    return x
+    x = _as_operand(x)
+    return x if isinstance(x, Perturbed) else _np.positive(_plain_operand(x, 'positive'))
 
 
 def _constant(npfn):
     """A piecewise-constant function: derivative zero, plain result."""
     def public(*args, **kw):
-        return npfn(*[primal_value(a) if isinstance(a, Perturbed) else a for a in args], **kw)
+        return npfn(*[primal_value(_as_operand(a)) for a in args], **kw)
     public.__name__ = npfn.__name__
     return public
 
@@ -316,8 +350,9 @@ def _elementwise2(name, npfn, scalar_fn, dx, dy):
 def _binary_public(name, prim, scalar_fn):
     def public(x, y):
         x, y = _as_operand(x), _as_operand(y)
-        if scalar_fn is not None and not (is_array(x) or is_array(y)) \
-                and isinstance(x, (Perturbed, int, float)) and isinstance(y, (Perturbed, int, float)):
+        # nestad scalars keep the scalar fast paths; plain values get numpy's own answer
+        if scalar_fn is not None and (isinstance(x, Perturbed) or isinstance(y, Perturbed)) \
+                and _python_scalar(x) and _python_scalar(y):
             return scalar_fn(x, y)
         return prim(x, y)
     public.__name__ = name
@@ -335,10 +370,10 @@ _subtract = _define('subtract', _np.subtract,
                     jvps=(_jvp2(lambda t, x, y, out: t)[0], _jvp2(lambda t, x, y, out: -t)[1]),
                     vjps=(lambda g, x, y, out: sum_to(g, _shape(x)),
                           lambda g, x, y, out: sum_to(-g, _shape(y))))
-_multiply = _define('multiply', _np.multiply,
-                    jvps=(_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, out: x * t)[1]),
-                    vjps=(lambda g, x, y, out: sum_to(g * y, _shape(x)),
-                          lambda g, x, y, out: sum_to(x * g, _shape(y))))
+_MULTIPLY_JVPS = (_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, out: x * t)[1])
+_MULTIPLY_VJPS = (lambda g, x, y, out: sum_to(g * y, _shape(x)),
+                  lambda g, x, y, out: sum_to(x * g, _shape(y)))
+_multiply = _define('multiply', _np.multiply, jvps=_MULTIPLY_JVPS, vjps=_MULTIPLY_VJPS)
 _divide = _define('divide', _np.true_divide,
                   jvps=(_jvp2(lambda t, x, y, out: t / y)[0],
                         _jvp2(lambda t, x, y, out: -(out / y) * t)[1]),
@@ -359,7 +394,7 @@ def _dpow_dx(x, y, out):
     yv = primal_value(y)
     if _np.ndim(yv) == 0 and not isinstance(y, Perturbed) and yv == 0:
         return 0.0
-    return y * power(x, y - 1)
+    return y * power(x, y - 1.0)     # y - 1.0: an integer x to the power -1 is not an integer
 
 
 def _dpow_dy(x, y, out):
@@ -370,7 +405,7 @@ def _dpow_dy(x, y, out):
 
 def _power_plain(x, y):
     with _np.errstate(divide='ignore', invalid='ignore'):
-        return _np.power(_np.asarray(x, dtype=float) if _np.ndim(x) == 0 else x, y)
+        return _np.power(x, y)
 
 
 power = _elementwise2('power', _power_plain, _scalar.pow, _dpow_dx, _dpow_dy)
@@ -413,11 +448,12 @@ _where = _define(
 
 def where(condition, x, y):
     """Elementwise choice; the condition is read from primal values (no derivative)."""
-    cond = _np.asarray(primal_value(condition), dtype=bool)
+    cond = _np.asarray(primal_value(_as_operand(condition)), dtype=bool)
     return _where(_as_operand(x), _as_operand(y), cond=cond)
 
 
 def clip(x, a_min, a_max):
+    x, a_min, a_max = _as_operand(x), _as_operand(a_min), _as_operand(a_max)
     out = x
     if a_min is not None:
         out = where(primal_value(out) < primal_value(a_min), a_min, out)
@@ -465,22 +501,23 @@ def _scatter_plain(g, index, shape):
 
 # Under batch axes, index (or scatter) with the batch axes moved to the end, where no
 # index can touch or displace them, then move them back to the front.
-def _getitem_jvp(t, x, out, index):
-    nb = _nbatch(t, x)
+def _batch_last(fn, t, nb, index, ndim):
+    """fn(t, index, batch) for a tangent t with nb leading batch axes: they are moved to the
+    end, where ``index`` (spelled out for an ndim-array) cannot touch or displace them, and
+    moved back to the front of the result."""
     if nb == 0:
-        return _getitem(t, index=index)
-    r = _getitem(_moveaxis_n(t, nb, last=True), index=_full_index(index, _ndim(x)))
+        return fn(t, index, ())
+    r = fn(_moveaxis_n(t, nb, last=True), _full_index(index, ndim), _shape(t)[:nb])
     return _moveaxis_n(r, nb, last=False)
+
+
+def _getitem_jvp(t, x, out, index):
+    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, _nbatch(t, x), index, _ndim(x))
 
 
 def _scatter_jvp(t, g, out, index, shape):
-    nb = _nbatch(t, g)
-    if nb == 0:
-        return _scatter(t, index=index, shape=shape)
-    batch = _shape(t)[:nb]
-    r = _scatter(_moveaxis_n(t, nb, last=True), index=_full_index(index, len(shape)),
-                 shape=tuple(shape) + batch)
-    return _moveaxis_n(r, nb, last=False)
+    return _batch_last(lambda t, i, batch: _scatter(t, index=i, shape=tuple(shape) + batch),
+                       t, _nbatch(t, g), index, len(shape))
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
@@ -503,7 +540,154 @@ def _plain_index(index):
 
 
 def getitem(x, index):
-    return _getitem(x, index=_plain_index(index))
+    return _getitem(_as_operand(x), index=_plain_index(index))
+
+
+# ---------------------------------------------------------------- functional updates
+
+def _indexed_shape(shape, index):
+    """The shape of x[index] for an x of ``shape`` (indexing a broadcast scalar, no copy of x)."""
+    return _np.broadcast_to(_np.zeros(()), shape)[index].shape
+
+
+def _winners(index, shape):
+    """For x[index] = v: where an entry of (broadcast) v is the one that stays.  numpy's
+    assignment keeps the last of repeated entries of an advanced index.  None for a basic
+    index, which never repeats an entry."""
+    if _is_basic(index):
+        return None
+    ishape = _indexed_shape(shape, index)
+    ids = _np.arange(int(_np.prod(ishape))).reshape(ishape)
+    last = _np.full(shape, -1)
+    last[index] = ids
+    return last[index] == ids
+
+
+def _set_plain(x, v, index):
+    out = _np.array(x, dtype=_np.result_type(x, v))     # promoted: v is never truncated
+    out[index] = v
+    return out
+
+
+def _set_vjp_v(g, x, v, out, index):
+    # the entries of v that were written (the last of repeated ones) get the sensitivity
+    won = _winners(index, _shape(x))
+    gv = _getitem(g, index=index)
+    return sum_to(gv if won is None or won.all() else where(won, gv, 0.0), _shape(v))
+
+
+# _set: x with x[index] = v, as a new array (x.at[index].set(v)).
+_set = _define(
+    'at.set', _set_plain,
+    jvps=(lambda t, x, v, out, index: _batch_last(
+              lambda t, i, batch: _set(t, 0.0, index=i), t, _nbatch(t, x), index, _ndim(x)),
+          lambda t, x, v, out, index: _batch_last(
+              lambda t, i, batch: _set(_np.zeros(_shape(x) + batch), t, index=i),
+              t, _nbatch(t, v), index, _ndim(x))),
+    vjps=(lambda g, x, v, out, index: _set(g, 0.0, index=index), _set_vjp_v))
+
+
+def _add_at_plain(x, v, index):
+    out = _np.array(x, dtype=_np.result_type(x, v))
+    _np.add.at(out, index, v)                            # repeated entries accumulate
+    return out
+
+
+# _add_at: x with v added at index, repeats accumulating (x.at[index].add(v), numpy.add.at).
+_add_at = _define(
+    'at.add', _add_at_plain,
+    jvps=(lambda t, x, v, out, index: t,
+          lambda t, x, v, out, index: _scatter_jvp(t, v, None, index, _shape(x))),
+    vjps=(lambda g, x, v, out, index: g,
+          lambda g, x, v, out, index: sum_to(_getitem(g, index=index), _shape(v))))
+
+
+class _At:
+    """``x.at[index]`` as in JAX: updates that return a new array (nestad arrays cannot be
+    assigned to: their derivative needs the old values).  Differentiable in every mode with
+    respect to x and the values."""
+    __slots__ = ('x',)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, index):
+        return _AtIndex(self.x, _plain_index(index))
+
+
+class _AtIndex:
+    __slots__ = ('x', 'index')
+
+    def __init__(self, x, index):
+        self.x, self.index = x, index
+
+    def get(self):
+        """x[index]."""
+        return _getitem(self.x, index=self.index)
+
+    def set(self, values):
+        """x with x[index] = values (the last of repeated entries stays, as in numpy)."""
+        return _set(self.x, _as_operand(values), index=self.index)
+
+    def add(self, values):
+        """x with values added at index; repeated entries accumulate (numpy.add.at)."""
+        return _add_at(self.x, _as_operand(values), index=self.index)
+
+    def multiply(self, values):
+        """x with x[index] multiplied by values; an index may not repeat an entry."""
+        won = _winners(self.index, _shape(self.x))
+        if won is not None and not won.all():
+            raise InvalidInputError("x.at[index].multiply(values): the index repeats an entry; "
+                                    "multiply the repeated values together first")
+        ones = _np.ones(_shape(self.x), dtype=_np.result_type(primal_value(self.x), 1.0))
+        return self.x * _set(ones, _as_operand(values), index=self.index)
+
+
+def at(x):
+    """``at(x)[index].set(v)`` (``.add``, ``.multiply``, ``.get``): the functional update of
+    ``x.at[index]`` for any array, plain ndarrays included (which have no ``.at``)."""
+    x = _as_operand(x)
+    if not (is_array(x) or isinstance(x, _np.ndarray)):
+        raise InvalidInputError(f"nestad.numpy.at needs an array, not a {type(x).__name__}")
+    return _At(x)
+
+
+def copy(x):
+    """numpy.copy.  nestad arrays are never modified in place, so a nestad value is its own copy."""
+    x = _as_operand(x)
+    return x if isinstance(x, Perturbed) else _np.copy(_plain_operand(x, 'copy'))
+
+
+def _astype_plain(x, dtype):
+    return x.astype(dtype) if isinstance(x, _np.ndarray) else _np.dtype(dtype).type(x)
+
+
+def _cast(x, dtype):
+    return x if _np.result_type(primal_value(x)) == dtype else _astype(x, dtype=dtype)
+
+
+# _astype: a change of float precision; the tangent follows the new dtype, the cotangent
+# goes back to the argument's float dtype (an integer argument's stays float).
+_astype = _define(
+    'astype', _astype_plain,
+    jvps=(lambda t, x, out, dtype: _cast(t, dtype),),
+    vjps=(lambda g, x, out, dtype: _cast(g, _np.result_type(primal_value(x)))
+          if _np.result_type(primal_value(x)).kind == 'f' else g,))
+
+
+def astype(x, dtype, copy=True):
+    """x as a float dtype (float32, float64...).  Other dtypes are refused on nestad values:
+    integers and booleans have no derivative, so it would be dropped silently."""
+    x = _as_operand(x)
+    if not isinstance(x, Perturbed):
+        return _np.asarray(_plain_operand(x, 'astype')).astype(dtype, copy=copy)
+    dtype = _np.dtype(dtype)
+    if dtype.kind != 'f':
+        raise InvalidInputError(
+            f"astype({dtype}) on a nestad value would drop its derivative ({dtype} numbers carry "
+            "none). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want the "
+            "values without the derivative.")
+    return _cast(x, dtype)
 
 
 # ---------------------------------------------------------------- reductions
@@ -535,40 +719,51 @@ def _norm_axis(axis):
 
 
 def mean(x, axis=None, keepdims=False):
-    x = _as_operand(x)
-    n = _np.prod([_shape(x)[a] for a in _neg_axes(_norm_axis(axis), _ndim(x))], dtype=float)
-    return sum(x, axis, keepdims) / n
+    x, axis = _as_operand(x), _norm_axis(axis)
+    if not isinstance(x, Perturbed):
+        return _np.mean(_plain_operand(x, 'mean'), axis=axis, keepdims=keepdims)
+    if _np.result_type(primal_value(x)).kind in 'biu':      # numpy sums integers in float64
+        x = multiply(x, 1.0)
+    n = _np.prod([_shape(x)[a] for a in _neg_axes(axis, _ndim(x))], dtype=float)
+    return sum(x, axis, keepdims) / float(n)    # a Python float keeps float32 float32
 
 
 def _exclusive_cumprod(y):
-    """prod_{j<i} y_j along the last axis, by a log-depth scan of lifted multiplies (no
-    division, so exact at zeros and at every order of differentiation)."""
+    """prod_{j<i} y_j along the last axis, without division.  Plain values use numpy's
+    cumprod; perturbed ones a log-depth scan of lifted multiplies, so that derivatives of
+    every order are again products of entries (exact at and near zeros)."""
     n = _shape(y)[-1]
-    ones = _np.ones(_shape(y)[:-1] + (1,))
+    if not isinstance(y, Perturbed):
+        return _np.concatenate([_np.ones_like(y[..., :1]), _np.cumprod(y[..., :n - 1], axis=-1)],
+                               axis=-1)
     p, d = y, 1
     while d < n:
         pad = _np.ones(_shape(y)[:-1] + (d,))
         p = p * concatenate([pad, p[..., :n - d]], axis=-1)
         d *= 2
-    return concatenate([ones, p[..., :n - 1]], axis=-1)
+    return concatenate([_np.ones(_shape(y)[:-1] + (1,)), p[..., :n - 1]], axis=-1)
 
 
 def _prod_others(x, axis):
-    """For each entry, the product of the other entries along ``axis``.  Away from zeros
-    this is prod / x; with zeros, the exclusive prefix product times the exclusive suffix
-    product, so values and derivatives of every order stay exact."""
+    """For each entry, the product of the other entries along ``axis``: the exclusive
+    prefix product times the exclusive suffix product.  Not prod / x, which divides 0 by 0
+    at zeros, cancels catastrophically in its derivatives near them (the Hessian at
+    [1e-16, 1, 1]) and is 0 where prod underflows (at [1e-200, 1e-200, 3])."""
     nd_ = _ndim(x)
-    axes = _neg_axes(axis, nd_)
-    if not _np.any(primal_value(x) == 0):
-        return prod(x, axis=axes, keepdims=True) / x
-    reduced = [a % nd_ for a in axes]
+    reduced = [a % nd_ for a in _neg_axes(axis, nd_)]
     kept = [a for a in range(nd_) if a not in reduced]
     perm = kept + reduced
     xs = _shape(x)
-    y = reshape(transpose(x, perm), tuple(xs[a] for a in kept) + (-1,))
-    others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
-    others = reshape(others, tuple(xs[a] for a in perm))
-    return transpose(others, tuple(_np.argsort(perm)))
+    # plain x (a first derivative): numpy's own functions, without the lifted calls
+    tr, rs = (_np.transpose, _np.reshape) if not isinstance(x, Perturbed) else (transpose, reshape)
+    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (-1,))
+    if isinstance(x, Perturbed):       # prefix and (reversed) suffix products in one scan
+        both = _exclusive_cumprod(stack([y, y[..., ::-1]]))
+        others = both[0] * both[1][..., ::-1]
+    else:
+        others = _exclusive_cumprod(y) * _exclusive_cumprod(y[..., ::-1])[..., ::-1]
+    others = rs(others, tuple(xs[a] for a in perm))
+    return tr(others, tuple(_np.argsort(perm)))
 
 
 _prod = _define(
@@ -610,6 +805,7 @@ min = amin = _extreme('min', _np.min)   # noqa: A001
 
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably (the max is shifted out as a constant)."""
+    x = _as_operand(x)
     m = _np.max(primal_value(x), axis=_norm_axis(axis), keepdims=True)
     m = _np.where(_np.isfinite(m), m, 0.0)
     out = log(sum(exp(x - m), axis=axis, keepdims=True)) + m
@@ -670,32 +866,80 @@ def matmul(a, b):
     return _matmul(_as_operand(a), _as_operand(b))
 
 
+def _product_rule(mul_rule, rule):
+    """dot and inner multiply when an operand is 0-d; otherwise ``rule`` applies."""
+    def either(s, a, b, out):
+        return (mul_rule if _ndim(a) == 0 or _ndim(b) == 0 else rule)(s, a, b, out)
+    return either
+
+
+# dot: values from numpy.dot itself (its summation order and signed zeros differ from
+# matmul's: numpy.dot([-0.], [1.]) is -0.0), rules from multiply and matmul.
+_dot = _define('dot', _np.dot,
+               jvps=(_product_rule(_MULTIPLY_JVPS[0], _matmul_jvp(0)),
+                     _product_rule(_MULTIPLY_JVPS[1], _matmul_jvp(1))),
+               vjps=(_product_rule(_MULTIPLY_VJPS[0], _matmul_vjp_a),
+                     _product_rule(_MULTIPLY_VJPS[1], _matmul_vjp_b)))
+
+
 def dot(a, b):
     a, b = _as_operand(a), _as_operand(b)
-    if _ndim(a) == 0 or _ndim(b) == 0:
-        return a * b
     if _ndim(a) <= 2 and _ndim(b) <= 2:
-        return matmul(a, b)
+        return _dot(a, b)
     raise InvalidInputError("nestad.numpy.dot supports operands of up to 2 dimensions; "
                             "use matmul or einsum for stacks of matrices")
 
 
+def _inner_jvp_b(t, a, b, out):
+    # inner(a, t) puts t's batch axes after a's leading axes: move them to the front
+    nb, na = _nbatch(t, b), _ndim(a) - 1
+    r = _inner(a, t)
+    return transpose(r, list(range(na, na + nb)) + list(range(na)) + list(range(na + nb, _ndim(r))))
+
+
+def _inner_vjp(k):
+    # as matrices: out (A, B) = a (A, n) b (B, n)^T
+    def vjp(g, a, b, out):
+        n = _shape(a)[-1]
+        g2 = reshape(g, (int(_np.prod(_shape(a)[:-1])), int(_np.prod(_shape(b)[:-1]))))
+        if k == 0:
+            return reshape(matmul(g2, reshape(b, (-1, n))), _shape(a))
+        return reshape(matmul(transpose(g2), reshape(a, (-1, n))), _shape(b))
+    return vjp
+
+
+_inner = _define('inner', _np.inner,
+                 jvps=(_product_rule(_MULTIPLY_JVPS[0], lambda t, a, b, out: _inner(t, b)),
+                       _product_rule(_MULTIPLY_JVPS[1], _inner_jvp_b)),
+                 vjps=(_product_rule(_MULTIPLY_VJPS[0], _inner_vjp(0)),
+                       _product_rule(_MULTIPLY_VJPS[1], _inner_vjp(1))))
+
+
 def inner(a, b):
     """numpy.inner: the sum over the last axes; shape a.shape[:-1] + b.shape[:-1]."""
-    a, b = _as_operand(a), _as_operand(b)
-    if _ndim(a) == 0 or _ndim(b) == 0:
-        return a * b
-    k = _shape(a)[-1]
-    r = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k))))
-    return reshape(r, _shape(a)[:-1] + _shape(b)[:-1])
+    return _inner(_as_operand(a), _as_operand(b))
 
 
 def outer(a, b):
-    return reshape(a, (-1, 1)) * reshape(b, (1, -1))
+    return reshape(_as_operand(a), (-1, 1)) * reshape(_as_operand(b), (1, -1))
+
+
+def _vdot_jvp(k):
+    def jvp(t, a, b, out):
+        x, other = (a, b) if k == 0 else (b, a)
+        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (-1,)), ravel(other))
+    return jvp
+
+
+# vdot: numpy.vdot's own values (vdot([-0.], [1.]) is +0.0, dot's is -0.0)
+_vdot = _define('vdot', _np.vdot, jvps=(_vdot_jvp(0), _vdot_jvp(1)),
+                vjps=(lambda g, a, b, out: reshape(g * ravel(b), _shape(a)),
+                      lambda g, a, b, out: reshape(g * ravel(a), _shape(b))))
 
 
 def vdot(a, b):
-    return sum(ravel(a) * ravel(b))
+    """numpy.vdot of real arrays: the sum of products of the flattened operands."""
+    return _vdot(_as_operand(a), _as_operand(b))
 
 
 _LETTERS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
@@ -828,23 +1072,41 @@ def _holds_perturbed(obj):
                         for o in obj)
 
 
-def trace(a):
-    n = builtins.min(_shape(a)[-2:])
-    return sum(a[..., _np.arange(n), _np.arange(n)], axis=-1)
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """numpy.diagonal: axis1 and axis2 (the first two by default, as in numpy) are removed
+    and the diagonal becomes the last axis."""
+    a = _as_operand(a)
+    nd_ = _ndim(a)
+    axis1, axis2 = axis1 % nd_, axis2 % nd_
+    a = transpose(a, [i for i in range(nd_) if i not in (axis1, axis2)] + [axis1, axis2])
+    rows, cols = _shape(a)[-2:]
+    size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0
+                        else builtins.min(rows + offset, cols))
+    i = _np.arange(size)
+    return a[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0)]
 
 
-def diagonal(a):
-    n = builtins.min(_shape(a)[-2:])
-    return a[..., _np.arange(n), _np.arange(n)]
+def trace(a, offset=0, axis1=0, axis2=1):
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+def _flip(x, axis):
+    """x reversed along a negative axis (batch axes, in front, are untouched)."""
+    return _getitem(x, index=(Ellipsis, slice(None, None, -1)) + (slice(None),) * (-axis - 1))
+
+
+# cumsum: numpy's own values (a triangular matmul would turn an inf into nan in the entries
+# before it, since inf * 0 is nan); the adjoint is the reversed cumulative sum.
+_cumsum = _define('cumsum', lambda x, axis: _np.cumsum(x, axis=axis),
+                  jvps=(lambda t, x, out, axis: _cumsum(t, axis=axis),),
+                  vjps=(lambda g, x, out, axis: _flip(_cumsum(_flip(g, axis), axis=axis), axis),))
 
 
 def cumsum(x, axis=None):
     x = _as_operand(x)
     if axis is None:
         x, axis = ravel(x), 0
-    n = _shape(x)[axis]
-    tri = _np.triu(_np.ones((n, n)))            # tri[i, j] = 1 for i <= j
-    return swapaxes(matmul(swapaxes(x, axis, -1), tri), axis, -1)
+    return _cumsum(x, axis=(axis % _ndim(x)) - _ndim(x))
 
 
 from . import linalg  # noqa: E402  (after the primitives it uses)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import numpy as anp
 from ..arrays import ArrayBundle, ArrayTapeCell
+from ..errors import PerturbedConversionError
 from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
 UFUNCS = {
@@ -53,37 +54,76 @@ FUNCTIONS = {
     np.zeros_like: lambda x, *a, **k: np.zeros_like(primal_value(x), *a, **k),
     np.ones_like: lambda x, *a, **k: np.ones_like(primal_value(x), *a, **k),
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
+    np.copy: anp.copy,
+}
+if hasattr(np, 'astype'):            # numpy >= 2.1
+    FUNCTIONS[np.astype] = anp.astype
+
+
+# What to use instead of some numpy functions nestad does not differentiate.
+ALTERNATIVES = {
+    'numpy.exp2': 'nestad.numpy.power(2.0, x) (or 2.0 ** x)',
+    'numpy.tensordot': 'nestad.numpy.einsum or matmul',
+    'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
+    'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
+    'numpy.add.accumulate': 'nestad.numpy.cumsum',
+    'numpy.add.at': "the functional update x.at[index].add(values)",
+    'numpy.linalg.matrix_power': 'repeated @',
 }
 
 
+def _public_name(func):
+    """numpy.linalg.eigh, numpy.fft.fft, numpy.sort: the name a user calls the function by."""
+    module = getattr(func, '__module__', None) or 'numpy'
+    if module.startswith('numpy._core') or module.startswith('numpy.core'):
+        module = 'numpy'
+    return f"{module}.{getattr(func, '__name__', repr(func))}"
+
+
 def _unsupported(name):
+    alternative = ALTERNATIVES.get(name)
+    instead = (f"Use {alternative} instead" if alternative else
+               "nestad.numpy has no differentiable version of it: use the functions nestad.numpy "
+               "provides (README, section Arrays)")
     return TypeError(
-        f"numpy.{name} is not differentiable by nestad: calling it on a nestad value would "
-        "drop the derivative. Use a function of nestad.numpy (see its module docstring), or "
-        "nestad.primal_value(x) if you want the value without its derivative.")
+        f"{name} is not differentiable by nestad: calling it on a nestad value would drop "
+        f"the derivative. {instead}, or nestad.primal_value(x) if you want the value "
+        "without its derivative.")
+
+
+def _call(name, fn, args, kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except TypeError as e:       # a keyword of numpy's that nestad's version does not take
+        if 'unexpected keyword argument' not in str(e):
+            raise
+        raise TypeError(f"{name}(..., {', '.join(f'{k}=' for k in kwargs)}...) on a nestad value: "
+                        f"nestad supports {name} without some of these keyword arguments "
+                        f"({e})") from None
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    name = f"numpy.{ufunc.__name__}"
     if kwargs.get('out') is not None:
-        raise TypeError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a nestad value "
-                        "into a plain array")
+        raise TypeError(f"{name}(..., out=...) cannot write a nestad value into a plain array; "
+                        "use the result it returns (or x.at[index].set(values))")
     if method == '__call__':
         fn = UFUNCS.get(ufunc)
         if fn is None:
-            raise _unsupported(ufunc.__name__)
-        return fn(*inputs, **{k: v for k, v in kwargs.items() if k != 'out'})
+            raise _unsupported(name)
+        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'})
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
         reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
                    np.minimum: anp.min}[ufunc]
         return reducer(inputs[0], axis=kwargs.get('axis', 0), keepdims=kwargs.get('keepdims', False))
-    raise _unsupported(f"{ufunc.__name__}.{method}")
+    raise _unsupported(f"{name}.{method}")
 
 
 def _array_function(self, func, types, args, kwargs):
     fn = FUNCTIONS.get(func)
     if fn is None:
-        raise _unsupported(getattr(func, '__name__', repr(func)))
-    return fn(*args, **kwargs)
+        raise _unsupported(_public_name(func))
+    return _call(_public_name(func), fn, args, kwargs)
 
 
 def _reshape_method(self, *shape):
@@ -105,6 +145,31 @@ def _iter(self):
         yield self[i]
 
 
+def _tolist(self):
+    """Nested lists of nestad scalars (the entries keep their derivatives, as indexing does)."""
+    flat = anp.ravel(self)
+    items = [anp.getitem(flat, k) for k in range(self.size)]
+    for n in reversed(self.shape[1:]):
+        items = [items[k:k + n] for k in range(0, len(items), n)]
+    return items if self.shape else anp.getitem(self, ())
+
+
+def _item(self, *index):
+    """The entry as a nestad scalar (numpy's item gives a Python number, without derivative)."""
+    if not index:
+        if self.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        index = (0,)
+    return anp.getitem(anp.ravel(self), index[0]) if len(index) == 1 else anp.getitem(self, index)
+
+
+def _setitem(self, index, value):
+    raise TypeError(
+        "a nestad array cannot be assigned to (x[i] = v): its derivative needs the old values. "
+        "Use the functional update x = x.at[i].set(v) (also .add, .multiply), which returns "
+        "the updated array.")
+
+
 def _len(self):
     s = self.shape
     if not s:
@@ -122,7 +187,7 @@ ARRAY_METHODS = dict(
     __mod__=lambda s, o: anp.mod(s, o), __rmod__=lambda s, o: anp.mod(o, s),
     __floordiv__=lambda s, o: anp.floor_divide(s, o),
     __rfloordiv__=lambda s, o: anp.floor_divide(o, s),
-    __neg__=lambda s: anp.multiply(s, -1.0), __pos__=lambda s: s,
+    __neg__=lambda s: anp.negative(s), __pos__=lambda s: s,
     __abs__=lambda s: anp.absolute(s),
     __getitem__=lambda s, i: anp.getitem(s, i), __iter__=_iter, __len__=_len,
     reshape=_reshape_method, transpose=_transpose_method, ravel=lambda s: anp.ravel(s),
@@ -135,22 +200,28 @@ ARRAY_METHODS = dict(
     min=lambda s, axis=None, keepdims=False: anp.min(s, axis, keepdims),
     dot=lambda s, o: anp.dot(s, o),
     T=property(lambda s: anp.transpose(s)),
+    copy=lambda s: s, astype=lambda s, dtype, copy=True: anp.astype(s, dtype),
+    tolist=_tolist, item=_item, at=property(lambda s: anp.at(s)), __setitem__=_setitem,
 )
 
 
 def _array(self, dtype=None, copy=None):
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
-    raise TypeError(
+    raise PerturbedConversionError(
         "converting a nestad value to a plain numpy array would drop its derivative "
-        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x)). Use nestad.numpy "
-        "functions or the @ operator (nestad.numpy.array builds arrays of nestad numbers).")
+        "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x), storing it into a numpy "
+        "array with out[i] = x, arithmetic with a numpy.ma masked array or a numpy.matrix on "
+        "the left, which nestad does not support). Use nestad.numpy functions or the @ "
+        "operator; build arrays of nestad values with nestad.numpy.array or stack, and update "
+        "one functionally with nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays).")
 
 
 # Scalar nestad values answer the same non-arithmetic methods as numpy scalars do
 # (x.sum(), x.reshape(1)); their arithmetic keeps the scalar fast paths.
 SCALAR_METHODS = ('reshape', 'transpose', 'ravel', 'flatten', 'squeeze', 'sum', 'mean', 'prod',
-                  'max', 'min', 'dot', 'T')
+                  'max', 'min', 'dot', 'T', 'copy', 'astype')
+SCALAR_SELF = ('item', 'tolist')      # a nestad scalar is its own item
 
 
 def install():
@@ -163,3 +234,5 @@ def install():
     for cls in (Bundle, TapeCell):
         for name in SCALAR_METHODS:
             setattr(cls, name, ARRAY_METHODS[name])
+        for name in SCALAR_SELF:
+            setattr(cls, name, lambda s: s)

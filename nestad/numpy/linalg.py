@@ -27,6 +27,7 @@ def _mT(a):
 
 def norm(x, ord=None, axis=None, keepdims=False):
     """The 2-norm of vectors / Frobenius norm of matrices (``ord`` None, 2 for vectors, 'fro')."""
+    x = anp._as_operand(x)
     if ord not in (None, 'fro') and not (ord == 2 and (anp._ndim(x) == 1 or isinstance(axis, int))):
         raise InvalidInputError(f"nestad.numpy.linalg.norm supports ord=None, 'fro' and the vector "
                                 f"2-norm, not ord={ord!r}")
@@ -45,7 +46,7 @@ def _aligned(t, x, out):
 
 # _solve: A X = B for stacks of matrices A (..., M, M) and B (..., M, K), broadcasting.
 _solve = _define(
-    'solve', _np.linalg.solve,
+    'linalg.solve', _np.linalg.solve,
     # dX = A^-1 (dB - dA X)
     (lambda t, a, b, out: _solve(a, -anp.matmul(_aligned(t, a, out), out)),
      lambda t, a, b, out: _solve(a, _aligned(t, b, out))),
@@ -56,15 +57,20 @@ _solve = _define(
 
 def solve(a, b):
     """numpy.linalg.solve: a vector right-hand side (b.ndim == 1) or stacks of matrices."""
+    a, b = anp._as_operand(a), anp._as_operand(b)
     if anp._ndim(b) == 1:
         return anp.squeeze(_solve(a, anp.expand_dims(b, -1)), -1)
     return _solve(a, b)
 
 
-inv = _define(
-    'inv', _np.linalg.inv,
+_inv = _define(
+    'linalg.inv', _np.linalg.inv,
     (lambda t, a, out: -anp.matmul(anp.matmul(out, t), out),),
     (lambda g, a, out: -anp.matmul(anp.matmul(_mT(out), g), _mT(out)),))
+
+
+def inv(a):
+    return _inv(anp._as_operand(a))
 
 
 def _det_jvp(t, a, out):
@@ -72,21 +78,31 @@ def _det_jvp(t, a, out):
     return out * anp.sum(_mT(inv(a)) * t, axis=(-2, -1))
 
 
-det = _define('det', _np.linalg.det, (_det_jvp,),
-              (lambda g, a, out: anp.expand_dims(anp.expand_dims(g * out, -1), -1) * _mT(inv(a))
-               if anp._ndim(a) > 2 else g * out * _mT(inv(a)),))
+def _per_matrix(g, a):
+    """A cotangent of a function of each matrix in a stack (shape a.shape[:-2]), with two
+    singleton axes so that it meets its own matrix, not the stack's last axis."""
+    return anp._keep(g, a, (-2, -1), False)
+
+
+_det = _define('linalg.det', _np.linalg.det, (_det_jvp,),
+               (lambda g, a, out: _per_matrix(g * out, a) * _mT(inv(a)),))
+
+
+def det(a):
+    return _det(anp._as_operand(a))
 
 
 def slogdet(a):
     """(sign, log|det a|); the sign is constant, log|det| is differentiable."""
-    sign, _ = _np.linalg.slogdet(primal_value(a))
-    return sign, _logabsdet(a)
+    a = anp._as_operand(a)
+    result = _np.linalg.slogdet(primal_value(a))
+    return type(result)(result.sign, _logabsdet(a))      # numpy's (sign, logabsdet) namedtuple
 
 
 _logabsdet = _define(
-    'logabsdet', lambda a: _np.linalg.slogdet(a)[1],
+    'linalg.slogdet', lambda a: _np.linalg.slogdet(a)[1],
     (lambda t, a, out: anp.sum(_mT(inv(a)) * t, axis=(-2, -1)),),
-    (lambda g, a, out: g * _mT(inv(a)),))
+    (lambda g, a, out: _per_matrix(g, a) * _mT(inv(a)),))
 
 
 def _phi(x):
@@ -112,5 +128,9 @@ def _chol_vjp(g, a, out):
 
 # The factor is taken of sym(A) = (A + A^T)/2, as JAX does: numpy reads one triangle only,
 # so without this the two modes would differentiate different functions.
-cholesky = _define('cholesky', lambda a: _np.linalg.cholesky(0.5 * (a + _np.swapaxes(a, -1, -2))),
-                   (_chol_jvp,), (_chol_vjp,))
+_cholesky = _define('linalg.cholesky', lambda a: _np.linalg.cholesky(0.5 * (a + _np.swapaxes(a, -1, -2))),
+                    (_chol_jvp,), (_chol_vjp,))
+
+
+def cholesky(a):
+    return _cholesky(anp._as_operand(a))
