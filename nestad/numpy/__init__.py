@@ -351,7 +351,7 @@ add = _binary_public('add', _add, lambda x, y: _lift2(_scalar.ADD, x, y))
 subtract = _binary_public('subtract', _subtract, lambda x, y: _lift2(_scalar.SUB, x, y))
 multiply = _binary_public('multiply', _multiply, lambda x, y: _lift2(_scalar.MUL, x, y))
 divide = true_divide = _binary_public('divide', _divide, lambda x, y: _lift2(_scalar.DIV, x, y))
-for _n, _p in (('add', _add), ('subtract', _subtract), ('multiply', _multiply), ('divide', _divide)):
+for _n, _p in (('add', _add), ('sub', _subtract), ('mul', _multiply), ('div', _divide)):
     ARRAY_ROUTES[_n] = _p
 
 

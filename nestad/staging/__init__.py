@@ -1,0 +1,4 @@
+"""Staging: derivatives as programs.  See notes/staging.md."""
+from .program import GuardFailure, Program
+from .stage import Staged, jit, stage
+from .tracing import trace

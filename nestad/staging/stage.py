@@ -1,0 +1,138 @@
+"""``stage(f)``: trace on first use, compile to Python (or numba), replay.
+
+A staged function keeps a cache keyed on the structure of its arguments, the shapes
+and dtypes of their traced leaves and the values of their static leaves.  Under one
+key it keeps the programs traced so far (at most ``max_traces``, most recently used
+first); a call runs them in turn until one's guards hold, and traces anew when none
+does.  So a function with ``if x > 0`` has two programs after it has been called on
+both sides, and a loop whose trip count depends on the data has one per trip count:
+use ``nestad.while_loop`` for such loops.
+
+Called with perturbed arguments (inside ``derivative``, ``gradient_r``, ...), a
+staged function is a primitive whose rules are staged too: forward mode runs the
+staged ``jvp`` of ``f``, reverse mode records one tape cell per output whose partial
+runs the staged ``vjp``.  Called with tracers (inside another trace), it is traced
+through, so the enclosing program contains it inline.
+"""
+import functools
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ..structures import flatten
+from ..tracer import StagingError, is_tracer
+from ..values import Perturbed
+from .codegen import compile_python
+from .program import GuardFailure
+from .tracing import is_traced_leaf, trace
+
+BACKENDS = ('python', 'numba')
+
+
+def stage(f=None, *, backend="python", max_traces=16):
+    """Stage ``f``: ``stage(f)`` or ``@stage(backend="numba")``.  See the module doc."""
+    if f is None:
+        return lambda g: stage(g, backend=backend, max_traces=max_traces)
+    if backend not in BACKENDS:
+        raise InvalidInputError(f"stage: backend must be one of {BACKENDS}, not {backend!r}")
+    return Staged(f, backend, max_traces)
+
+
+jit = stage
+
+
+class Compiled:
+    """A program and the compiled function that computes it."""
+    __slots__ = ('program', 'fn', 'source', 'single')
+
+    def __init__(self, program, backend):
+        self.program = program
+        self.fn, self.source = compile_python(program, "staged")
+        if backend == "numba":
+            from .numba_backend import compile_numba
+            self.fn = compile_numba(self.fn, self.source, program)
+        self.single = program.out_tree.children is None
+
+    def __call__(self, dyn):
+        try:
+            out = self.fn(*dyn)
+        except GuardFailure:
+            raise
+        except (ArithmeticError, ValueError):
+            # math raised where IEEE 754 has an answer (log(0), sqrt(-1)...): evaluate
+            # with nestad's IEEE plain implementations (they raise where eager code does).
+            out = self.program.run_flat(dyn)
+            return self.program.out_tree.build(out)
+        return out if self.single else self.program.out_tree.build(out)
+
+
+class Staged:
+    """A staged function (see ``stage``)."""
+
+    def __init__(self, f, backend, max_traces):
+        functools.update_wrapper(self, f)
+        self.f, self.backend, self.max_traces = f, backend, max_traces
+        self.cache = {}
+        self.trace_count = 0
+
+    def __call__(self, *args):
+        for a in args:
+            if a.__class__ is not float:
+                break
+        else:                                 # all plain floats: the key is their number
+            return self._run(len(args), args, args)
+        leaves, tree = flatten(args)
+        for x in leaves:
+            if isinstance(x, Perturbed):
+                from .differentiate import call_perturbed
+                return call_perturbed(self, leaves, tree)
+            if is_tracer(x):
+                return self.f(*args)          # inside another trace: trace through
+        key = (tree.signature(), tuple(map(_leaf_key, leaves)))
+        return self._run(key, [x for x in leaves if is_traced_leaf(x)], args)
+
+    def _run(self, key, dyn, args):
+        entries = self.cache.get(key)
+        if entries is not None:
+            for k, c in enumerate(entries):
+                try:
+                    out = c(dyn)
+                except GuardFailure:
+                    continue
+                if k:                         # most recently used first
+                    entries.insert(0, entries.pop(k))
+                return out
+        else:
+            entries = self.cache[key] = []
+        c = self._trace(args)
+        entries.insert(0, c)
+        del entries[self.max_traces:]
+        return c(dyn)
+
+    def _trace(self, args):
+        self.trace_count += 1
+        return Compiled(trace(self.f, *args), self.backend)
+
+    def programs(self):
+        """Every program traced so far (most recently used first under each key)."""
+        return [c.program for entries in self.cache.values() for c in entries]
+
+    def __repr__(self):
+        return f"<staged {getattr(self.f, '__name__', self.f)!r} ({self.backend})>"
+
+
+def _leaf_key(x):
+    """What a leaf contributes to the cache key: shape and dtype of a traced leaf,
+    the value of a static one."""
+    if is_traced_leaf(x):
+        if isinstance(x, np.ndarray):
+            return ('a', x.shape, x.dtype.str)
+        return ('s', type(x))
+    if isinstance(x, np.ndarray):
+        return ('c', x.shape, x.dtype.str, x.tobytes())
+    try:
+        hash(x)
+        return ('v', type(x), x)
+    except TypeError:
+        raise StagingError(f"a static argument of a staged function must be hashable (or an "
+                           f"array); got a {type(x).__name__}") from None
