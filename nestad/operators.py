@@ -23,6 +23,7 @@ from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
 from .structures import flatten, leaf_paths
+from .tracer import ArrayTracer
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -31,7 +32,7 @@ from .values import Bundle, Perturbed, primal_value
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
         return _checked(x, op)
-    if isinstance(x, Real) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
+    if isinstance(x, (Real, ArrayTracer)) or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'):
         return x
     raise InvalidInputError(
         f"{op}: {what} is a {type(x).__name__} ({x!r:.60}), not a real number or array. "
@@ -51,7 +52,7 @@ def _leaves_of(tree, op, name):
 
 
 def _is_number(x):
-    return (isinstance(x, (Real, Perturbed))
+    return (isinstance(x, (Real, Perturbed, ArrayTracer))
             or (isinstance(x, np.ndarray) and x.dtype.kind in 'biuf'))
 
 

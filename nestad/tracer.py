@@ -334,3 +334,58 @@ def any_tracer(args):
         if isinstance(a, _TRACERS):
             return True
     return False
+
+
+# ---------------------------------------------------------------- numpy calls on tracers
+
+_NUMPY_CALLS = {}
+# Functions of an array's shape and dtype only: answered from the example value.
+_STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like,
+                     np.empty_like, np.iscomplexobj, np.isrealobj}
+
+
+def record_numpy_call(func, args, kwargs):
+    """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is."""
+    from .staging.program import NumpyCall
+    from .structures import flatten
+    leaves, tree = flatten((tuple(args), dict(kwargs)))
+    vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
+    a, k = tree.build(vals)
+    if func in _STATIC_FUNCTIONS:
+        return func(*a, **k)
+    trace = trace_of(leaves)
+    op = _NUMPY_CALLS.get(func)
+    if op is None:
+        op = _NUMPY_CALLS[func] = NumpyCall(func)
+    out = func(*a, **k)
+    out_leaves, out_tree = flatten(out)
+    if out_tree.children is None:
+        return trace.record(op, leaves, {'tree': tree}, out)
+    return trace.record(op, leaves, {'tree': tree}, None, tree=(out_leaves, out_tree))
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    from .values import Perturbed
+    if any(isinstance(x, Perturbed) for x in inputs):
+        return NotImplemented             # the perturbed argument's protocol answers
+    if kwargs.get('out') is not None:
+        raise StagingError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a traced "
+                           "value into an array")
+    func = ufunc if method == '__call__' else getattr(ufunc, method)
+    return record_numpy_call(func, inputs, kwargs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    from .values import Perturbed
+    if any(issubclass(t, Perturbed) for t in types):
+        return NotImplemented
+    return record_numpy_call(func, args, kwargs)
+
+
+def _array(self, dtype=None, copy=None):
+    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array)")
+
+
+_TracerBase.__array_ufunc__ = _array_ufunc
+_TracerBase.__array_function__ = _array_function
+_TracerBase.__array__ = _array

@@ -20,6 +20,7 @@ from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, nda
                    size, result_type, zeros_like, ones_like, full_like)
 
 from .. import primitives as _scalar
+from .. import registry as _registry
 from ..arrays import ArrayPrimitive, apply, is_array
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
@@ -846,6 +847,26 @@ def cumsum(x, axis=None):
     tri = _np.triu(_np.ones((n, n)))            # tri[i, j] = 1 for i <= j
     return swapaxes(matmul(swapaxes(x, axis, -1), tri), axis, -1)
 
+
+# How staged code spells these primitives (nestad.staging.codegen); the others are
+# called through their plain implementation.  Elementwise ufuncs are spelled np.<name>.
+_EXPRESSIONS = {
+    'add': '{0} + {1}', 'subtract': '{0} - {1}', 'multiply': '{0} * {1}', 'divide': '{0} / {1}',
+    'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({cond}, {0}, {1})',
+    'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
+    'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
+    'max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
+    'min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
+    'reshape': 'np.reshape({0}, {shape})', 'transpose': 'np.transpose({0}, {axes})',
+    'broadcast_to': 'np.broadcast_to({0}, {shape})', 'einsum': 'np.einsum({spec}, {0}, {1})',
+}
+for _qualname, _prim in _registry.PRIMITIVES.items():
+    _name = _qualname[len('numpy.'):]
+    if _qualname.startswith('numpy.') and _prim.emit is None:
+        if _name in _EXPRESSIONS:
+            _prim.emit = _EXPRESSIONS[_name]
+        elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
+            _prim.emit = f"np.{_prim.plain.__name__}({{0}})"
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._dispatch import install as _install  # noqa: E402

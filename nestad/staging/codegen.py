@@ -43,6 +43,8 @@ class _Emitter:
         """Source for a constant: a literal where one spells it exactly."""
         if isinstance(c, _SIMPLE_LITERALS):
             return repr(c)
+        if isinstance(c, (np.integer, np.bool_)):
+            return repr(c.item())
         if isinstance(c, float) and math.isfinite(c):
             return f"({c!r})" if c < 0 or (c == 0 and math.copysign(1, c) < 0) else repr(c)
         if isinstance(c, (tuple, list)):
@@ -175,7 +177,8 @@ def python_source(program, name="staged"):
         params.append(ident)
     em.emit_eqns(program.eqns, 4, keep=[o for o in program.outputs if isinstance(o, Var)])
     outs = [em.arg(o) for o in program.outputs]
-    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ("," if len(outs) == 1 else "") + ")"
+    # one leaf is returned as it is; any structure as the tuple of its leaves
+    ret = outs[0] if program.out_tree.children is None else "(" + "".join(o + ", " for o in outs) + ")"
     body = em.lines or []
     src = "\n".join([f"def {name}({', '.join(params)}):"] + body + [f"    return {ret}"])
     return src, em.globals

@@ -100,6 +100,23 @@ class Program:
                     env[id(v)] = o
         return [read(o) for o in self.outputs]
 
+    # ------------------------------------------------------------ transforming it
+
+    def jvp(self):
+        """The forward derivative program (see ``nestad.staging.transform``)."""
+        from .transform import jvp
+        return jvp(self)
+
+    def vjp(self):
+        """The reverse derivative program (see ``nestad.staging.transform``)."""
+        from .transform import vjp
+        return vjp(self)
+
+    def source(self):
+        """The Python source ``stage`` compiles for this program."""
+        from .codegen import python_source
+        return python_source(self)[0]
+
     # ------------------------------------------------------------ showing it
 
     def var_names(self):
@@ -119,6 +136,8 @@ class Program:
         lines = ["input " + ", ".join(self.names)]
         for eqn in self.eqns:
             args = ", ".join(show(a) for a in eqn.args)
+            if isinstance(eqn.op, NumpyCall):
+                args = _show_call(eqn, show)
             if eqn.op is GUARD:
                 lines.append(f"guard {args} is {eqn.params['expect']}")
                 continue
@@ -187,6 +206,23 @@ def _show_const(c):
             return np.array2string(c, separator=', ').replace('\n', '')
         return f"<array {c.shape} {c.dtype}>"
     return repr(c)
+
+
+def _show_call(eqn, show):
+    """The arguments of a recorded numpy call, in the structure it was called with."""
+    call_args, call_kwargs = eqn.params['tree'].build([show(a) for a in eqn.args])
+    parts = [_show_nested(a) for a in call_args]
+    parts += [f"{k}={_show_nested(v)}" for k, v in call_kwargs.items()]
+    return ", ".join(parts)
+
+
+def _show_nested(x):
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_show_nested(y) for y in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    return _show_const(x)
 
 
 def _show_params(eqn):

@@ -74,6 +74,11 @@ class Staged:
         self.f, self.backend, self.max_traces = f, backend, max_traces
         self.cache = {}
         self.trace_count = 0
+        self.derived = {}         # staged jvp/vjp of f, per argument structure
+
+    def derive(self, g):
+        """A staged function of ``g`` with this one's backend and cache bound."""
+        return Staged(g, self.backend, self.max_traces)
 
     def __call__(self, *args):
         for a in args:
