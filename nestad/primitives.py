@@ -17,9 +17,12 @@ from numbers import Real
 
 import numpy as np
 
-from .lifting import Primitive, lift1, lift2
+from .arrays import is_array
+from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
-from .values import Bundle, TapeCell, next_id, primal_value
+from .values import Bundle, Perturbed, TapeCell, next_id, primal_value
+
+_ARRAYS = (np.ndarray, ArrayTracer)
 
 _float = float
 _int = int
@@ -147,6 +150,7 @@ erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-
 erfc, ERFC = unary('erfc', math.erfc, None, lambda x, out: -_TWO_OVER_SQRT_PI * exp(-(x * x)))
 
 abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
+ABS.emit = 'abs({0})'
 
 
 def _floor_plain(x):
@@ -238,6 +242,52 @@ minimum, MINIMUM = binary('minimum', _minimum_plain,
 maximum, MAXIMUM = binary('maximum', _maximum_plain,
                           lambda x, y, out: _tie_split(x, y),
                           lambda x, y, out: _tie_split(y, x))
+
+
+# ---------------------------------------------------------------- choosing
+
+def _select_plain(c, x, y):
+    return x if c else y
+
+
+SELECT = Primitive('select', _select_plain, None, _select_plain, '({1} if {0} else {2})')
+
+
+def _zero_of(t):
+    """A zero shaped like tangent ``t`` (which may carry batch axes)."""
+    shape = np.shape(primal_value(t))
+    return np.zeros(shape) if shape else 0.0
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y``, as a value: in staged code (loop
+    bodies included) it is recorded as a choice, not fixed as a guard.  The condition is
+    read from primal values, so no derivative flows through it; the derivative is
+    ``x``'s or ``y``'s.  With arrays it is ``nestad.numpy.where``."""
+    c = primal_value(condition)
+    if isinstance(c, _ARRAYS) or isinstance(x, _ARRAYS) or isinstance(y, _ARRAYS) \
+            or is_array(x) or is_array(y):
+        return ARRAY_ROUTES['select'](c, x, y)
+    tx = x.tag if isinstance(x, Perturbed) else -1
+    ty = y.tag if isinstance(y, Perturbed) else -1
+    if tx < 0 and ty < 0:
+        if c.__class__ is Tracer or x.__class__ is Tracer or y.__class__ is Tracer:
+            return apply_traced(SELECT, (c, x, y), {})
+        return x if c else y
+    top = tx if tx >= ty else ty
+    xp = x.primal if tx == top else x
+    yp = y.primal if ty == top else y
+    out = where(c, xp, yp)
+    if (x if tx == top else y).__class__ is Bundle:
+        dx = x.tangent if tx == top else _zero_of(y.tangent)
+        dy = y.tangent if ty == top else _zero_of(x.tangent)
+        return Bundle(top, out, where(c, dx, dy))
+    partials = ()
+    if tx == top:
+        partials += ((x, where(c, 1.0, 0.0)),)
+    if ty == top:
+        partials += ((y, where(c, 0.0, 1.0)),)
+    return TapeCell(top, next_id(), out, partials)
 
 
 # ---------------------------------------------------------------- arithmetic operators

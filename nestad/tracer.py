@@ -62,11 +62,20 @@ def _aval(val):
 
 
 class Trace:
-    """A program being recorded: equations in execution order, guards among them."""
+    """A program being recorded: equations in execution order, guards among them.
 
-    def __init__(self):
+    A trace of a loop's body or condition has the enclosing trace as ``parent``:
+    tracers of the parent that it meets are *captured* as extra inputs
+    (``captures``: (parent tracer, own Var) pairs).  Guards are refused there, since
+    a body must be valid in every iteration, not only the one it was traced at."""
+
+    def __init__(self, parent=None, purpose=None):
         self.eqns = []
         self.cse = {}
+        self.parent = parent
+        self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
+        self.captured = {}              # id(parent Var) -> own tracer
+        self.captures = []
 
     def new_tracer(self, val):
         """A tracer for a new input variable with example value ``val``."""
@@ -152,25 +161,37 @@ class recording:
         _state.stack.pop()
 
 
-def trace_of(args):
-    """The trace that the tracers among ``args`` belong to (one only), or None."""
-    found = None
-    for a in args:
-        if isinstance(a, _TRACERS):
-            if found is None:
-                found = a.trace
-            elif a.trace is not found:
-                raise StagingError(
-                    "values traced by two different nestad.trace/stage calls met in one "
-                    "operation: a traced value escaped its trace (through a closure or a "
-                    "global). Pass it to the inner staged function as an argument.")
-    if found is not None and active() is not found:
-        stack = getattr(_state, 'stack', ())
-        if found not in stack:
-            raise StagingError(
-                "a traced value was used after its nestad.trace/stage call returned (it "
-                "escaped through a side effect). Return values out of the traced function.")
-    return found
+def resolve(args):
+    """(trace, args): the innermost active trace, and ``args`` with the tracers of
+    enclosing traces captured into it."""
+    t = active()
+    out = None
+    for i, a in enumerate(args):
+        if isinstance(a, _TRACERS) and a.trace is not t:
+            if out is None:
+                out = list(args)
+            out[i] = _capture(t, a)
+    return t, (args if out is None else out)
+
+
+def _capture(t, x):
+    if x.trace is t:
+        return x
+    if t is None:
+        raise StagingError(
+            "a traced value was used after its nestad.trace/stage call returned (it escaped "
+            "through a side effect). Return values out of the traced function instead.")
+    if t.parent is None:
+        raise StagingError(
+            "a value traced by one nestad.trace/stage call was used inside another (it "
+            "escaped through a closure or a global). Pass it to the inner staged function "
+            "as an argument.")
+    outer = _capture(t.parent, x)
+    own = t.captured.get(id(outer.var))
+    if own is None:
+        own = t.captured[id(outer.var)] = t.new_tracer(outer.val)
+        t.captures.append((outer, own.var))
+    return own
 
 
 # ---------------------------------------------------------------- tracer values
@@ -229,11 +250,14 @@ class _TracerBase:
 
 
 class Tracer(_TracerBase):
-    """A traced real scalar (its arithmetic is installed by nestad.primitives)."""
+    """A traced real scalar or bool (arithmetic installed by nestad.primitives).
+    Comparisons give traced bools; ``if`` on one records a guard."""
     __slots__ = ()
 
     def __bool__(self):
-        return guard_compare('ne', self, 0)
+        if self.var.dtype == bool:
+            return guard(self)
+        return guard(_comparisons()['ne'](self, 0))
 
     def __lt__(self, other):
         return _compare('lt', self, other)
@@ -273,7 +297,7 @@ class ArrayTracer(_TracerBase):
         if self.size != 1:
             raise ValueError("The truth value of an array with more than one element is "
                              "ambiguous. Use a.any() or a.all()")
-        return guard_compare('ne', self, 0)
+        return guard(self if self.var.dtype == bool else np.not_equal(self, 0))
 
     __hash__ = _TracerBase.__hash__
 
@@ -302,29 +326,35 @@ class Guard:
 GUARD = Guard()
 
 
-def guard_compare(cmp, x, y):
-    """Record ``c = cmp(x, y)`` and a guard that ``c`` keeps its example value; return it."""
-    from .primitives import COMPARISONS
-    c = COMPARISONS[cmp](x, y)
+def guard(c):
+    """Record that the traced bool ``c`` must keep its example value; return that value."""
+    t = c.trace
     value = bool(c.val)
-    c.trace.eqns.append(Eqn(GUARD, (c.var,), {'expect': value}, ()))
+    if t.purpose is not None:
+        raise StagingError(
+            f"a comparison decides a Python `if` (or `and`, `or`, `min`...) inside {t.purpose}: "
+            "its outcome may change from one iteration to the next, so it cannot be fixed "
+            "when the loop is traced. Choose values with nestad.where(cond, x, y) instead.")
+    t.eqns.append(Eqn(GUARD, (c.var,), {'expect': value}, ()))
     return value
+
+
+def _comparisons():
+    from .primitives import COMPARISONS
+    return COMPARISONS
 
 
 def _compare(cmp, x, y):
     from .values import Perturbed
     if isinstance(y, Perturbed):
         return NotImplemented         # the Perturbed side answers (on primal values)
-    if isinstance(y, ArrayTracer) or isinstance(y, np.ndarray):
-        from .primitives import COMPARISONS
-        return COMPARISONS[cmp](x, y)  # elementwise, as numpy: a traced bool array
-    return guard_compare(cmp, x, y)
+    return _comparisons()[cmp](x, y)  # a traced bool (a traced bool array against an array)
 
 
 def apply_traced(op, args, params):
     """``op`` applied to plain values some of which are tracers: evaluate it on the
     example values and record it."""
-    trace = trace_of(args)
+    trace, args = resolve(args)
     vals = [a.val if isinstance(a, _TRACERS) else a for a in args]
     return trace.record(op, args, params, op.plain(*vals, **params))
 
@@ -353,7 +383,7 @@ def record_numpy_call(func, args, kwargs):
     a, k = tree.build(vals)
     if func in _STATIC_FUNCTIONS:
         return func(*a, **k)
-    trace = trace_of(leaves)
+    trace, leaves = resolve(leaves)
     op = _NUMPY_CALLS.get(func)
     if op is None:
         op = _NUMPY_CALLS[func] = NumpyCall(func)

@@ -24,6 +24,7 @@ from .. import registry as _registry
 from ..arrays import ArrayPrimitive, apply, is_array
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
+from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
 
 def _shape(x):
@@ -404,18 +405,27 @@ mod = remainder = _elementwise2('mod', _np.mod, _scalar_mod,
 
 # ---------------------------------------------------------------- selection
 
+# _where(cond, x, y): cond carries no derivative (``where`` passes its primal value), so
+# only x and y have rules.  cond is an argument, not a parameter, so that it may be traced.
+_where_jvp_x = _jvp2(lambda t, x, y, out, cond: _where(cond, t, 0.0))[0]
+_where_jvp_y = _jvp2(lambda t, x, y, out, cond: _where(cond, 0.0, t))[1]
 _where = _define(
-    'where', lambda x, y, cond: _np.where(cond, x, y),
-    jvps=(_jvp2(lambda t, x, y, out, cond: _where(t, 0.0, cond=cond))[0],
-          _jvp2(lambda t, x, y, out, cond: _where(0.0, t, cond=cond))[1]),
-    vjps=(lambda g, x, y, out, cond: sum_to(_where(g, 0.0, cond=cond), _shape(x)),
-          lambda g, x, y, out, cond: sum_to(_where(0.0, g, cond=cond), _shape(y))))
+    'where', lambda cond, x, y: _np.where(cond, x, y),
+    jvps=(None, lambda t, cond, x, y, out: _where_jvp_x(t, x, y, out, cond=cond),
+          lambda t, cond, x, y, out: _where_jvp_y(t, x, y, out, cond=cond)),
+    vjps=(None, lambda g, cond, x, y, out: sum_to(_where(cond, g, 0.0), _shape(x)),
+          lambda g, cond, x, y, out: sum_to(_where(cond, 0.0, g), _shape(y))))
 
 
 def where(condition, x, y):
     """Elementwise choice; the condition is read from primal values (no derivative)."""
-    cond = _np.asarray(primal_value(condition), dtype=bool)
-    return _where(_as_operand(x), _as_operand(y), cond=cond)
+    cond = primal_value(condition)
+    if not is_tracer(cond):
+        cond = _np.asarray(cond, dtype=bool)
+    return _where(cond, _as_operand(x), _as_operand(y))
+
+
+ARRAY_ROUTES['select'] = where
 
 
 def clip(x, a_min, a_max):
@@ -852,7 +862,7 @@ def cumsum(x, axis=None):
 # called through their plain implementation.  Elementwise ufuncs are spelled np.<name>.
 _EXPRESSIONS = {
     'add': '{0} + {1}', 'subtract': '{0} - {1}', 'multiply': '{0} * {1}', 'divide': '{0} / {1}',
-    'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({cond}, {0}, {1})',
+    'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({0}, {1}, {2})',
     'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
     'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
     'max': 'np.max({0}, axis={axis}, keepdims={keepdims})',

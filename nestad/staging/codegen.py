@@ -190,3 +190,26 @@ def compile_python(program, name="staged"):
     exec(code, glb)
     return glb[name], src
 
+
+
+def emit_while(em, eqn, indent):
+    """A while_loop equation as a Python ``while``: the state in fresh variables, the
+    condition's lines at the top of each iteration, then the body's."""
+    p = eqn.params
+    cond, body, n, nc = p['cond'], p['body'], p['n'], p['nc']
+    pad = " " * indent
+    args = [em.arg(a) for a in eqn.args]
+    state = [em.fresh() for _ in range(n)]
+    em.lines.append(f"{pad}{', '.join(state)}, = {', '.join(args[:n])},")
+    em.lines.append(f"{pad}while True:")
+    for sub, names in ((cond, state + args[n:n + nc]), (body, state + args[n + nc:])):
+        for v, name in zip(sub.inputs, names):
+            em.names[id(v)] = name
+        keep = list(sub.inputs) + [o for o in sub.outputs if isinstance(o, Var)]
+        em.emit_eqns(sub.eqns, indent + 4, keep=keep)
+        if sub is cond:
+            em.lines.append(f"{pad}    if not {em.arg(cond.outputs[0])}: break")
+    outs = [em.arg(o) for o in body.outputs]
+    em.lines.append(f"{pad}    {', '.join(state)}, = {', '.join(outs)},")
+    for v, name in zip(eqn.outs, state):
+        em.names[id(v)] = name

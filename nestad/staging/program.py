@@ -143,8 +143,12 @@ class Program:
                 continue
             outs = [names[id(v)] for v in eqn.outs]
             lhs = outs[0] if eqn.tree is None else "(" + ", ".join(outs) + ")"
-            params = _show_params(eqn)
+            subs = {k: v for k, v in eqn.params.items() if isinstance(v, Program)}
+            params = _show_params(eqn) if not subs else ""
             lines.append(f"{lhs} = {op_name(eqn.op)} ({args}){params}")
+            for k, sub in subs.items():        # a loop's condition and body, indented
+                lines.append(f"  {k}:")
+                lines.extend("    " + ln for ln in str(sub).split("\n"))
         lines.append("output " + ", ".join(show(o) for o in self.outputs))
         return "\n".join(lines)
 
