@@ -113,6 +113,11 @@ def _sign_plain(v):
 
 _sign = constant('sign', _sign_plain)
 
+# Logic on bools (traced bools combine like numpy's: ~ is logical not).
+LOGIC = {name: constant(name, fn, emit=emit) for name, fn, emit in (
+    ('and', operator.and_, '{0} & {1}'), ('or', operator.or_, '{0} | {1}'),
+    ('xor', operator.xor, '{0} ^ {1}'), ('not', operator.not_, '(not {0})'))}
+
 # Comparisons as values (a staged program records them; guards assert their outcome).
 COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, sym in (
     ('lt', operator.lt, '<'), ('le', operator.le, '<='), ('gt', operator.gt, '>'),
@@ -576,5 +581,17 @@ for _name, _prim in (('add', ADD), ('sub', SUB), ('mul', MUL), ('truediv', DIV),
 Tracer.__neg__ = _t_neg_tracer
 Tracer.__pos__ = _pos
 Tracer.__abs__ = _abs
+for _name, _op in (('and', 'and'), ('or', 'or'), ('xor', 'xor')):
+    setattr(Tracer, f'__{_name}__', lambda self, other, _f=LOGIC[_op]: _f(self, other))
+    setattr(Tracer, f'__r{_name}__', lambda self, other, _f=LOGIC[_op]: _f(other, self))
+
+
+def _t_invert(self):
+    if self.var.dtype != bool:
+        raise TypeError("~ on a traced number: only traced bools have it (logical not)")
+    return LOGIC['not'](self)
+
+
+Tracer.__invert__ = _t_invert
 Tracer.__floordiv__ = _floordiv
 Tracer.__rfloordiv__ = _rfloordiv

@@ -23,7 +23,8 @@ _SIMPLE_LITERALS = (bool, int, str, type(None))
 
 
 class _Emitter:
-    def __init__(self):
+    def __init__(self, safe=False):
+        self.safe = safe        # spell nothing with a function that raises where IEEE answers
         self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure}
         self.names = {}
         self.lines = []
@@ -72,7 +73,7 @@ class _Emitter:
             fn = 'np.' + fn[len('numpy.'):] if fn.startswith('numpy.') else fn
             return f"{fn}({', '.join(parts)})"
         params = {k: self.const(v) for k, v in eqn.params.items()}
-        if op.emit is not None:
+        if op.emit is not None and not (self.safe and _may_raise(op.emit)):
             return op.emit.format(*args, **params)
         fn = self.bind(op.plain, "p_" + op.name.replace('.', '_') + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
@@ -167,9 +168,16 @@ def _is_flat_sequence(tree):
         tree.unflatten is not None and tree.aux is None
 
 
-def python_source(program, name="staged"):
-    """(source, globals) of a Python function computing ``program`` on its flat inputs."""
-    em = _Emitter()
+def _may_raise(emit):
+    """math's functions and 1/x raise where nestad's plain implementations give IEEE 754's
+    inf or nan (operators raise only where eager Python code raises too)."""
+    return 'math.' in emit or emit.startswith('1.0 /')
+
+
+def python_source(program, name="staged", safe=False):
+    """(source, globals) of a Python function computing ``program`` on its flat inputs;
+    ``safe`` spells every scalar primitive that could raise by its IEEE implementation."""
+    em = _Emitter(safe)
     params = []
     for v, n in zip(program.inputs, program.names):
         ident = n if n.isidentifier() else f"x{len(params)}"
@@ -184,8 +192,8 @@ def python_source(program, name="staged"):
     return src, em.globals
 
 
-def compile_python(program, name="staged"):
-    src, glb = python_source(program, name)
+def compile_python(program, name="staged", safe=False):
+    src, glb = python_source(program, name, safe)
     code = compile(src, f"<nestad staged {name}>", "exec")
     exec(code, glb)
     return glb[name], src
@@ -209,7 +217,10 @@ def emit_while(em, eqn, indent):
         em.emit_eqns(sub.eqns, indent + 4, keep=keep)
         if sub is cond:
             em.lines.append(f"{pad}    if not {em.arg(cond.outputs[0])}: break")
-    outs = [em.arg(o) for o in body.outputs]
-    em.lines.append(f"{pad}    {', '.join(state)}, = {', '.join(outs)},")
+    # Reassign the leaves the body changes (a leaf it returns as it got it stays put).
+    moved = [(s, em.arg(o)) for s, o, v in zip(state, body.outputs, body.inputs) if o is not v]
+    if moved:
+        em.lines.append(f"{pad}    {', '.join(s for s, _ in moved)}, = "
+                        f"{', '.join(o for _, o in moved)},")
     for v, name in zip(eqn.outs, state):
         em.names[id(v)] = name

@@ -146,8 +146,11 @@ def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
     """Run the loop on ``primals`` and, for each direction, the tangents of the float
     leaves ``slots``.  Each direction gets its own tag inside the body (a fresh one
     unless ``tags`` are given), so the body's primal arithmetic, the same in every
-    direction, is recorded once (shared by CSE)."""
-    n, m = len(primals), len(slots)
+    direction, is recorded once (shared by CSE).  Only the slots whose tangent can be
+    nonzero (``_active``) are carried through the loop; the others stay zero."""
+    n = len(primals)
+    active = _active(body_f, primals, slots, directions, None if tags is None else tags[0])
+    m = len(active)
 
     def cond_aug(ls):
         return cond_f(ls[:n])
@@ -161,21 +164,58 @@ def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
             try:
                 ts = ls[n + d * m:n + (d + 1) * m]
                 args = list(state)
-                for k, t in zip(slots, ts):
-                    args[k] = make_bundle(tag, state[k], t)
+                for j, t in zip(active, ts):
+                    args[slots[j]] = make_bundle(tag, state[slots[j]], t)
                 res = body_f(args)
                 if out is None:
                     out = [primal_of(tag, r, "while_loop") for r in res]
-                new_dirs.extend(_like(tangent_of(tag, res[k], "while_loop"), t)
-                                for k, t in zip(slots, ts))
+                new_dirs.extend(_like(tangent_of(tag, res[slots[j]], "while_loop"), t)
+                                for j, t in zip(active, ts))
             finally:
                 if tags is None:
                     perturbation.retire(tag)
         return out + new_dirs
 
-    flat = list(primals) + [t for ts in directions for t in ts]
+    flat = list(primals) + [ts[j] for ts in directions for j in active]
     res = _loop(cond_aug, body_aug, flat)
-    return res[:n], [res[n + d * m:n + (d + 1) * m] for d in range(len(directions))]
+    touts = []
+    for d, ts in enumerate(directions):
+        got = dict(zip(active, res[n + d * m:n + (d + 1) * m]))
+        touts.append([got[j] if j in got else t for j, t in enumerate(ts)])
+    return res[:n], touts
+
+
+def _active(body_f, primals, slots, directions, tag):
+    """The slots whose tangent can become nonzero in some iteration: those seeded
+    nonzero, closed under one body step (a fixed point; each step is traced with
+    tracers as tangents, so dependence is structural, and dropped as dead code)."""
+    trace = active()
+    active_set = {j for ts in directions for j, t in enumerate(ts) if not _zero_const(t)}
+    while True:
+        t = perturbation.fresh() if tag is None else tag
+        try:
+            args = list(primals)
+            for j in active_set:
+                k = slots[j]
+                args[k] = make_bundle(t, primals[k], trace.new_tracer(
+                    np.ones(np.shape(primal_value(directions[0][j])))
+                    if np.ndim(primal_value(directions[0][j])) else 1.0))
+            res = body_f(args)
+            grown = {j for j, k in enumerate(slots)
+                     if not _zero_const(tangent_of(t, res[k], "while_loop"))}
+        finally:
+            if tag is None:
+                perturbation.retire(t)
+        if grown <= active_set:
+            return sorted(active_set)
+        active_set |= grown
+
+
+def _zero_const(t):
+    """A tangent that is a plain zero (a number or array, not traced or perturbed)."""
+    if isinstance(t, Perturbed) or is_tracer(t):
+        return False
+    return not np.any(t)
 
 
 def _like(t, like):
@@ -239,11 +279,14 @@ class WhileLoop:
     name = 'while'
 
     def plain(self, *args, cond, body, n, nc):
-        state = list(args[:n])
-        cin, bin_ = list(args[n:n + nc]), list(args[n + nc:])
-        while cond.run_flat(state + cin)[0]:
-            state = body.run_flat(state + bin_)
-        return state
+        loops = body._compiled.get('loop')
+        if loops is None:              # compiled once per loop, fast and IEEE-safe
+            loops = body._compiled['loop'] = [_compile_loop(cond, body, n, nc, len(args), safe)
+                                              for safe in (False, True)]
+        try:
+            return list(loops[0](*args))
+        except (ArithmeticError, ValueError):
+            return list(loops[1](*args))
 
     def lifted(self, *args, cond, body, n, nc):
         # Captured values become loop-invariant state, so that perturbations they carry
@@ -266,6 +309,19 @@ class WhileLoop:
 
 
 WHILE = WhileLoop()
+
+
+def _compile_loop(cond, body, n, nc, nargs, safe):
+    """A Python function running the loop on plain values."""
+    from ..tracer import Eqn, Var
+    from .codegen import compile_python
+    ins = [Var((), None, True) for _ in range(nargs)]
+    outs = tuple(Var((), None, True) for _ in range(n))
+    eqn = Eqn(WHILE, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc), outs,
+              flatten([0] * n)[1])
+    prog = Program(ins, [eqn], list(outs), None, flatten([0] * n)[1], None,
+                   [f"a{k}" for k in range(nargs)], None)
+    return compile_python(prog, "loop", safe=safe)[0]
 
 
 def _record(cond_f, body_f, leaves):

@@ -42,27 +42,35 @@ jit = stage
 
 
 class Compiled:
-    """A program and the compiled function that computes it."""
-    __slots__ = ('program', 'fn', 'source', 'single')
+    """A program and the function that computes it, compiled when first called (the
+    call that traced the program already has its result)."""
+    __slots__ = ('program', 'backend', 'fn', 'source', 'single', 'safe')
 
     def __init__(self, program, backend):
-        self.program = program
-        self.fn, self.source = compile_python(program, "staged")
-        if backend == "numba":
-            from .numba_backend import compile_numba
-            self.fn = compile_numba(self.fn, self.source, program)
+        self.program, self.backend = program, backend
+        self.fn = self.source = self.safe = None
         self.single = program.out_tree.children is None
 
+    def compile(self):
+        self.fn, self.source = compile_python(self.program, "staged")
+        if self.backend == "numba":
+            from .numba_backend import compile_numba
+            self.fn = compile_numba(self.fn, self.source, self.program)
+
     def __call__(self, dyn):
+        if self.fn is None:
+            self.compile()
         try:
             out = self.fn(*dyn)
         except GuardFailure:
             raise
         except (ArithmeticError, ValueError):
-            # math raised where IEEE 754 has an answer (log(0), sqrt(-1)...): evaluate
-            # with nestad's IEEE plain implementations (they raise where eager code does).
-            out = self.program.run_flat(dyn)
-            return self.program.out_tree.build(out)
+            # math raised where IEEE 754 has an answer (log(0), sqrt(-1)...): run the
+            # program spelled with nestad's IEEE implementations (which raise only where
+            # eager code raises too).
+            if self.safe is None:
+                self.safe = compile_python(self.program, "staged_ieee", safe=True)[0]
+            out = self.safe(*dyn)
         return out if self.single else self.program.out_tree.build(out)
 
 
@@ -112,7 +120,7 @@ class Staged:
         c = self._trace(args)
         entries.insert(0, c)
         del entries[self.max_traces:]
-        return c(dyn)
+        return c.program.out_tree.build(c.program.example_out)
 
     def _trace(self, args):
         self.trace_count += 1

@@ -49,8 +49,11 @@ def trace(f, *args):
     out_leaves, out_tree = flatten(out)
     outputs = [_output(x, t, k, out) for k, x in enumerate(out_leaves)]
     names = _input_names(f, args, in_tree, static)
-    return Program(inputs, remove_dead(t.eqns, outputs), outputs, in_tree, out_tree,
-                   static, names, example)
+    program = Program(inputs, remove_dead(t.eqns, outputs), outputs, in_tree, out_tree,
+                      static, names, example)
+    # What the program computes at the example: tracing computed it on the way.
+    program.example_out = [x.val if is_tracer(x) else x for x in out_leaves]
+    return program
 
 
 def _output(x, t, k, out):
