@@ -123,13 +123,22 @@ def _const_key(c):
     return (type(c), id(c))
 
 
+def _param_key(v):
+    if isinstance(v, slice):
+        return ('slice', _param_key(v.start), _param_key(v.stop), _param_key(v.step))
+    if isinstance(v, tuple):
+        return tuple(_param_key(x) for x in v)
+    return _const_key(v)
+
+
 def _cse_key(op, ins, params):
     try:
         args = tuple(('v', id(a)) if isinstance(a, Var) else ('c',) + _const_key(a) for a in ins)
-        key = (id(op), args, tuple(sorted(params.items())) if params else ())
+        key = (id(op), args,
+               tuple(sorted((k, _param_key(v)) for k, v in params.items())) if params else ())
         hash(key)
         return key
-    except TypeError:            # unhashable params (slices, arrays): no sharing
+    except TypeError:            # unhashable params: no sharing
         return None
 
 

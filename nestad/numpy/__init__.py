@@ -24,7 +24,7 @@ from .. import registry as _registry
 from ..arrays import ArrayPrimitive, apply, is_array
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
-from ..tracer import is_tracer
+from ..tracer import SIMPLIFY as _SIMPLIFY, is_tracer
 from ..values import Perturbed, primal_value
 
 def _shape(x):
@@ -877,6 +877,47 @@ for _qualname, _prim in _registry.PRIMITIVES.items():
             _prim.emit = _EXPRESSIONS[_name]
         elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
             _prim.emit = f"np.{_prim.plain.__name__}({{0}})"
+
+
+
+# Identities applied while tracing (nestad.tracer.SIMPLIFY): each gives a value equal to
+# the result bit for bit, so staged programs skip work the rules spell out in general.
+def _is_ones(c, x):
+    """A plain constant of ones that leaves x unchanged when multiplying it."""
+    if isinstance(c, (int, float)) and not isinstance(c, bool):
+        return c == 1
+    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and \
+        _np.broadcast_shapes(c.shape, x.shape) == x.shape and bool(_np.all(c == 1))
+
+
+def _float_tracer(x):
+    return is_tracer(x) and x.dtype.kind == 'f'
+
+
+def _times_one(x, y):
+    if _float_tracer(x) and _is_ones(y, x):
+        return x
+    if _float_tracer(y) and _is_ones(x, y):
+        return y
+    return None
+
+
+def _power_identity(x, y):
+    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)):
+        return None
+    if y == 0:
+        return _np.ones(x.shape, x.dtype)
+    if y == 1:
+        return x
+    if y == 2:
+        return multiply(x, x)        # numpy computes x ** 2 as x * x
+    return None
+
+
+_SIMPLIFY[_registry.PRIMITIVES['numpy.multiply']] = _times_one
+_SIMPLIFY[_registry.PRIMITIVES['numpy.divide']] = lambda x, y: x if _float_tracer(x) and \
+    _is_ones(y, x) else None
+_SIMPLIFY[_registry.PRIMITIVES['numpy.power']] = _power_identity
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._dispatch import install as _install  # noqa: E402
