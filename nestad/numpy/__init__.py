@@ -508,6 +508,12 @@ def _plain_index(index):
         return tuple(_plain_index(i) for i in index)
     if isinstance(index, Perturbed):
         raise InvalidInputError("an array index cannot carry a perturbation")
+    if is_tracer(index):
+        from ..tracer import StagingError
+        raise StagingError(
+            "indexing with a traced array: the index (and so the result's shape) depends on "
+            "the data, which a staged program cannot have. Use nestad.numpy.where(mask, x, "
+            "0.0) to keep shapes fixed, or pass the index as a static argument.")
     if isinstance(index, list):
         return _np.asarray(index)
     return index

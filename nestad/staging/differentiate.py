@@ -37,7 +37,7 @@ def call_perturbed(staged, leaves, tree):
         out_leaves, out_tree = flatten(out)
         return out_tree.build([make_bundle(top, o, d)
                                for o, d in zip(out_leaves, flatten(tangent)[0])])
-    out = staged(*tree.build(primals))
+    out = _apply(staged, tree, primals)
     out_leaves, out_tree = flatten(out)
     pullback = _derived(staged, 'vjp', tree, carried)
     inputs = [x for x, c in zip(leaves, carried) if c]
@@ -50,6 +50,12 @@ def call_perturbed(staged, leaves, tree):
             (x, VJP(_pullback_rule, tuple(primals), o, dict(shared=shared, k=k, i=i)))
             for i, x in enumerate(inputs))))
     return out_tree.build(cells)
+
+
+def _apply(f, tree, leaves):
+    """``f`` called on the ``(args, kwargs)`` that ``tree`` rebuilds from ``leaves``."""
+    args, kwargs = tree.build(leaves)
+    return f(*args, **kwargs)
 
 
 def _derived(staged, kind, tree, carried):
@@ -68,7 +74,7 @@ def _jvp_of(f, tree, carried):
         try:
             it = iter(tangents)
             args = [make_bundle(tag, p, next(it)) if c else p for p, c in zip(primals, carried)]
-            out = f(*tree.build(args))
+            out = _apply(f, tree, args)
             return primal_of(tag, out, "stage"), tangent_of(tag, out, "stage")
         finally:
             perturbation.retire(tag)
@@ -79,7 +85,7 @@ def _vjp_of(f, tree, carried):
     def vjp_f(primals, cotangents):
         def g(*chosen):
             it = iter(chosen)
-            return f(*tree.build([next(it) if c else p for p, c in zip(primals, carried)]))
+            return _apply(f, tree, [next(it) if c else p for p, c in zip(primals, carried)])
         _, pullback = _vjp(g, *[p for p, c in zip(primals, carried) if c])
         return pullback(cotangents)
     return vjp_f

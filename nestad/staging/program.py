@@ -66,17 +66,21 @@ class Program:
 
     # ------------------------------------------------------------ running it
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         """Evaluate the program on plain arguments (IEEE semantics, like nestad's
         functions on plain numbers); a failed guard raises ``GuardFailure``."""
-        return self.out_tree.build(self.run_flat(self.flat_inputs(args)))
+        return self.out_tree.build(self.run_flat(self.flat_inputs(args, kwargs)))
 
-    def flat_inputs(self, args):
+    def flat_inputs(self, args, kwargs):
         """The traced leaves of ``args`` (checked against the structure traced)."""
-        leaves, tree = flatten(tuple(args))
+        leaves, tree = flatten((tuple(args), kwargs))
         if tree.signature() != self.in_tree.signature():
             raise NestadError("the arguments do not have the structure the program was "
                               "traced with")
+        for k, (x, s) in enumerate(zip(leaves, self.static)):
+            if s is not _TRACED and not _same_static(x, s):
+                raise NestadError(f"static argument leaf {k} is {x!r:.40}, but the program "
+                                  f"was traced with {s!r:.40}")
         return [x for x, s in zip(leaves, self.static) if s is _TRACED]
 
     def run_flat(self, values, lifted=False):
@@ -190,6 +194,13 @@ class Program:
 
 
 _TRACED = object()     # marks a traced input leaf in Program.static
+
+
+def _same_static(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.all(a == b)))
+    return type(a) is type(b) and (a is b or a == b)
 
 
 def _check_guard(value, expect, index):

@@ -24,18 +24,26 @@ from ..tracer import StagingError, is_tracer
 from ..values import Perturbed
 from .codegen import compile_python
 from .program import GuardFailure
-from .tracing import is_traced_leaf, trace
+from .tracing import is_traced_leaf, static_mask, trace_leaves
 
 BACKENDS = ('python', 'numba')
 
 
-def stage(f=None, *, backend="python", max_traces=16):
-    """Stage ``f``: ``stage(f)`` or ``@stage(backend="numba")``.  See the module doc."""
+def stage(f=None, *, backend="python", static_argnums=(), max_traces=16):
+    """Stage ``f``: ``stage(f)`` or ``@stage(backend="numba")``.  See the module doc.
+
+    ``static_argnums``: positional arguments that are never traced, even if they are
+    floats (the cache is keyed on their values, which must be hashable or arrays)."""
     if f is None:
-        return lambda g: stage(g, backend=backend, max_traces=max_traces)
+        return lambda g: stage(g, backend=backend, static_argnums=static_argnums,
+                               max_traces=max_traces)
     if backend not in BACKENDS:
         raise InvalidInputError(f"stage: backend must be one of {BACKENDS}, not {backend!r}")
-    return Staged(f, backend, max_traces)
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if not isinstance(max_traces, int) or max_traces < 1:
+        raise InvalidInputError(f"stage: max_traces must be a positive int, not {max_traces!r}")
+    return Staged(f, backend, max_traces, tuple(static_argnums))
 
 
 jit = stage
@@ -77,9 +85,10 @@ class Compiled:
 class Staged:
     """A staged function (see ``stage``)."""
 
-    def __init__(self, f, backend, max_traces):
+    def __init__(self, f, backend, max_traces, static_argnums=()):
         functools.update_wrapper(self, f)
         self.f, self.backend, self.max_traces = f, backend, max_traces
+        self.static_argnums = static_argnums
         self.cache = {}
         self.trace_count = 0
         self.derived = {}         # staged jvp/vjp of f, per argument structure
@@ -88,23 +97,35 @@ class Staged:
         """A staged function of ``g`` with this one's backend and cache bound."""
         return Staged(g, self.backend, self.max_traces)
 
-    def __call__(self, *args):
-        for a in args:
-            if a.__class__ is not float:
-                break
-        else:                                 # all plain floats: the key is their number
-            return self._run(len(args), args, args)
-        leaves, tree = flatten(args)
-        for x in leaves:
+    def __get__(self, obj, objtype=None):
+        """As a method: the instance is the first (static) argument."""
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        if not kwargs and not self.static_argnums:
+            for a in args:
+                if a.__class__ is not float:
+                    break
+            else:                             # all plain floats: the key is their number
+                return self._run(len(args), args, args, kwargs, None)
+        leaves, tree = flatten((args, kwargs))
+        mask = static_mask(args, self.static_argnums)
+        for k, x in enumerate(leaves):
             if isinstance(x, Perturbed):
+                if mask is not None and k < len(mask) and mask[k]:
+                    raise InvalidInputError("a static argument of a staged function carries a "
+                                            "perturbation: it would be differentiated as a "
+                                            "constant. Do not mark it static.")
                 from .differentiate import call_perturbed
                 return call_perturbed(self, leaves, tree)
             if is_tracer(x):
-                return self.f(*args)          # inside another trace: trace through
-        key = (tree.signature(), tuple(map(_leaf_key, leaves)))
-        return self._run(key, [x for x in leaves if is_traced_leaf(x)], args)
+                return self.f(*args, **kwargs)   # inside another trace: trace through
+        static = [mask is not None and k < len(mask) and mask[k] for k in range(len(leaves))]
+        key = (tree.signature(), tuple(_leaf_key(x, s) for x, s in zip(leaves, static)))
+        dyn = [x for x, s in zip(leaves, static) if not s and is_traced_leaf(x)]
+        return self._run(key, dyn, args, kwargs, mask)
 
-    def _run(self, key, dyn, args):
+    def _run(self, key, dyn, args, kwargs, mask):
         entries = self.cache.get(key)
         if entries is not None:
             for k, c in enumerate(entries):
@@ -117,14 +138,15 @@ class Staged:
                 return out
         else:
             entries = self.cache[key] = []
-        c = self._trace(args)
+        c = self._trace(args, kwargs, mask)
         entries.insert(0, c)
         del entries[self.max_traces:]
         return c.program.out_tree.build(c.program.example_out)
 
-    def _trace(self, args):
+    def _trace(self, args, kwargs, mask):
         self.trace_count += 1
-        return Compiled(trace(self.f, *args), self.backend)
+        leaves, tree = flatten((args, kwargs))
+        return Compiled(trace_leaves(self.f, leaves, tree, mask), self.backend)
 
     def programs(self):
         """Every program traced so far (most recently used first under each key)."""
@@ -134,10 +156,10 @@ class Staged:
         return f"<staged {getattr(self.f, '__name__', self.f)!r} ({self.backend})>"
 
 
-def _leaf_key(x):
+def _leaf_key(x, static=False):
     """What a leaf contributes to the cache key: shape and dtype of a traced leaf,
     the value of a static one."""
-    if is_traced_leaf(x):
+    if is_traced_leaf(x) and not static:
         if isinstance(x, np.ndarray):
             return ('a', x.shape, x.dtype.str)
         return ('s', type(x))

@@ -23,10 +23,27 @@ def is_traced_leaf(x):
     return isinstance(x, np.ndarray) and x.dtype.kind == 'f' and type(x) is np.ndarray
 
 
-def trace(f, *args):
-    """Record ``f(*args)`` as a Program.  Derivative operators inside ``f`` run while
-    tracing, so the program computes their results with plain arithmetic."""
-    leaves, in_tree = flatten(args)
+def trace(f, *args, static_argnums=(), **kwargs):
+    """Record ``f(*args, **kwargs)`` as a Program.  Derivative operators inside ``f`` run
+    while tracing, so the program computes their results with plain arithmetic.  The
+    positional arguments numbered in ``static_argnums`` are not traced, whatever they are."""
+    leaves, in_tree = flatten((args, kwargs))
+    return trace_leaves(f, leaves, in_tree, static_mask(args, static_argnums))
+
+
+def static_mask(args, static_argnums):
+    """For each leaf of ``(args, kwargs)``: is it forced static?  (None: none is.)"""
+    if not static_argnums:
+        return None
+    nums = {i % len(args) for i in static_argnums if -len(args) <= i < len(args)}
+    mask = []
+    for i, a in enumerate(args):
+        mask.extend([i in nums] * len(flatten(a)[0]))
+    return mask
+
+
+def trace_leaves(f, leaves, in_tree, forced_static=None):
+    """``trace`` on the flat leaves of ``(args, kwargs)``."""
     for x in leaves:
         if isinstance(x, Perturbed) or is_tracer(x):
             raise StagingError(
@@ -34,8 +51,9 @@ def trace(f, *args):
                 "derivative, trace the derivative: nestad.trace(nestad.derivative(f), x).")
     t = Trace()
     values, inputs, static, example = [], [], [], []
-    for x in leaves:
-        if is_traced_leaf(x):
+    for k, x in enumerate(leaves):
+        if is_traced_leaf(x) and not (forced_static and k < len(forced_static)
+                                      and forced_static[k]):
             tr = t.new_tracer(x)
             values.append(tr)
             inputs.append(tr.var)
@@ -45,10 +63,11 @@ def trace(f, *args):
             values.append(x)
             static.append(x)
     with recording(t):
-        out = f(*in_tree.build(values))
+        call_args, call_kwargs = in_tree.build(values)
+        out = f(*call_args, **call_kwargs)
     out_leaves, out_tree = flatten(out)
     outputs = [_output(x, t, k, out) for k, x in enumerate(out_leaves)]
-    names = _input_names(f, args, in_tree, static)
+    names = _input_names(f, in_tree.build(leaves), static)
     program = Program(inputs, remove_dead(t.eqns, outputs), outputs, in_tree, out_tree,
                       static, names, example)
     # What the program computes at the example: tracing computed it on the way.
@@ -77,17 +96,18 @@ def _output(x, t, k, out):
                        "number or array")
 
 
-def _input_names(f, args, in_tree, static):
+def _input_names(f, args_kwargs, static):
     """Printed names of the traced leaves: the parameter's name for a scalar argument,
     name_0, name_1, ... for the leaves of a structured one."""
+    args, kwargs = args_kwargs
     try:
         params = [p.name for p in inspect.signature(f).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
     names, pos = [], 0
-    for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"x{i}"
+    named = [(params[i] if i < len(params) else f"x{i}", a) for i, a in enumerate(args)]
+    for base, a in named + list(kwargs.items()):
         n = len(flatten(a)[0])
         flags = static[pos:pos + n]
         traced = [j for j, s in enumerate(flags) if s is _TRACED]
