@@ -11,12 +11,14 @@ from .operators import (derivative, directional_derivative, gradient_f, gradient
                         value_and_grad, value_and_gradient_r, vjp)
 from .primitives import (acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, cos, cosh,
                          erf, erfc, exp, expm1, floor, hypot, log, log1p, log2, log10, maximum,
-                         minimum, pow, sin, sinh, sqrt, tan, tanh)
+                         minimum, pow, sin, sinh, sqrt, tan, tanh, where)
 from .primitives import abs_ as abs  # noqa: A001  (nestad.abs mirrors numpy's name)
 from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
+from .staging import GuardFailure, Program, jit, stage, trace, while_loop  # noqa: E402
+from .tracer import StagingError  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -26,8 +28,9 @@ __all__ = [
     'jacrev', 'hessian', 'hvp',
     'acos', 'acosh', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'cbrt', 'ceil', 'cos', 'cosh',
     'erf', 'erfc', 'exp', 'expm1', 'floor', 'hypot', 'log', 'log1p', 'log2', 'log10',
-    'maximum', 'minimum', 'pow', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'abs',
+    'maximum', 'minimum', 'pow', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'abs', 'where',
     'isnan', 'isfinite', 'isinf',
+    'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError',

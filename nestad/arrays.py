@@ -19,6 +19,8 @@ batching for free from broadcasting.
 import numpy as np
 
 from .errors import InvalidInputError
+from . import registry
+from .tracer import ArrayTracer, any_tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, next_id
 
 
@@ -39,10 +41,10 @@ class ArrayTapeCell(TapeCell):
 
 
 def is_array(x):
-    """True for an ndarray or a perturbed value whose primal is an ndarray."""
+    """True for an ndarray (or a traced one) or a perturbed value whose primal is one."""
     while isinstance(x, Perturbed):
         x = x.primal
-    return x.__class__ is np.ndarray
+    return x.__class__ is np.ndarray or x.__class__ is ArrayTracer
 
 
 def subclass_error(x, where):
@@ -86,16 +88,21 @@ class VJP:
 
 
 class ArrayPrimitive:
-    """A numpy operation and its derivative rules."""
-    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted')
+    """A numpy operation and its derivative rules.  ``emit`` is the Python expression
+    staged code uses for it (``'np.sin({0})'``, params by name: ``'{axis}'``); None
+    calls ``plain``."""
+    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit')
 
-    def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None):
+    def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None, emit=None,
+                 namespace='numpy'):
         self.name = name
         self.plain = plain            # numpy implementation on plain values
         self.jvps = jvps              # per argument: jvp(t, *primals, out, **params)
         self.vjps = vjps              # per argument: vjp(g, *primals, out, **params)
         self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
         self.lifted = None
+        self.emit = emit
+        registry.register(self, f"{namespace}.{name}")
 
     def __repr__(self):
         return f"<array primitive {self.name}>"
@@ -112,6 +119,8 @@ def apply(prim, args, params):
         elif a.__class__ is not np.ndarray and isinstance(a, np.ndarray):
             raise subclass_error(a, f"nestad.numpy.{prim.name}")
     if top < 0:
+        if any_tracer(args):
+            return apply_traced(prim, args, params)
         return prim.plain(*args, **params)
     carried = [isinstance(a, Perturbed) and a.tag == top for a in args]
     primals = tuple(a.primal if c else a for a, c in zip(args, carried))

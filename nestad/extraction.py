@@ -27,6 +27,7 @@ from .arrays import VJP, make_bundle, make_cell
 from .errors import EscapedPerturbationError, InvalidInputError, NestadError
 from .reverse import topological_order
 from .structures import flatten, leaf_paths
+from .tracer import ArrayTracer
 from .values import Bundle, Perturbed, TapeCell
 
 TANGENT, PRIMAL = True, False
@@ -112,7 +113,7 @@ def _part(tag, x, part, memo):
         return x if p is x.primal and d is x.tangent else make_bundle(t, p, d)
     if isinstance(x, Real):
         return 0.0 if part else x
-    if isinstance(x, np.ndarray):
+    if isinstance(x, (np.ndarray, ArrayTracer)):
         return np.zeros(x.shape) if part else x
     if callable(x):
         return ExtractedFunction(tag, x, part)

@@ -13,6 +13,9 @@ the primals through its *lifted* entry point, which recurses on the next tag
 down.  The result's fields are computed from primals only, so they hold smaller
 tags: the invariant is preserved.
 
+Below every perturbation, a primitive meets plain numbers, or tracers of a program
+being recorded (``nestad.tracer``): those it records instead of computing.
+
 These are the general paths.  The arithmetic operators also have hand-written
 fast paths (same tag on both sides, or a plain float on one side) installed on
 Bundle and TapeCell in ``primitives.py`` next to their rules.
@@ -21,14 +24,16 @@ from numbers import Real
 
 import numpy as np
 
+from . import registry
 from .arrays import ArrayBundle, ArrayTapeCell, subclass_error
 from .errors import InvalidInputError
+from .tracer import ArrayTracer, Tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, next_id
 
 # Scalar primitive name -> the nestad.numpy primitive used when an argument is an array
 # (filled in by nestad.numpy).  Arrays need broadcasting-aware reverse rules.
 ARRAY_ROUTES = {}
-_ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell)
+_ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell, ArrayTracer)
 
 
 def _array_route(prim, args):
@@ -39,25 +44,36 @@ def _array_route(prim, args):
 
 
 class Primitive:
-    """A differentiable operation and its rule."""
+    """A differentiable operation on scalars and its rule.
 
-    __slots__ = ('name', 'plain', 'partials', 'lifted')
+    ``partials`` is None for a piecewise-constant operation (floor, comparisons):
+    its derivative is zero and its result carries no perturbation.  ``emit`` is the
+    Python expression staged code uses for it (``'{0} + {1}'``, ``'math.sin({0})'``);
+    None calls ``plain``."""
 
-    def __init__(self, name, plain, partials, lifted=None):
+    __slots__ = ('name', 'plain', 'partials', 'lifted', 'emit')
+
+    def __init__(self, name, plain, partials, lifted=None, emit=None):
         self.name = name
         self.plain = plain          # implementation on plain numbers
         self.partials = partials    # tuple of partial(*primals, out), one per argument
         self.lifted = lifted        # the public function, used to recurse on primals
+        self.emit = emit
+        registry.register(self, name)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
 
 
+_OPERATORS = {'add': '+', 'sub': '-', 'mul': '*', 'div': '/', 'mod': '%', 'pow': '**'}
+
+
 def not_a_number(name, value):
+    what = f"the {_OPERATORS[name]} operator" if name in _OPERATORS else f"nestad.{name}"
     if isinstance(value, np.ndarray):           # a subclass: plain ndarrays were routed
-        return subclass_error(value, f"nestad.{name}")
+        return subclass_error(value, what)
     return InvalidInputError(
-        f"nestad.{name} got {type(value).__name__} {value!r:.60}, which is not a real number "
+        f"{what} got {type(value).__name__} {value!r:.60}, which is not a real number "
         "or a nestad number.")
 
 
@@ -72,7 +88,7 @@ def lift1(prim, x):
         out = prim.lifted(p)
         return TapeCell(x.tag, next_id(), out, ((x, prim.partials[0](p, out)),))
     if isinstance(x, Real):
-        return prim.plain(x)
+        return apply_traced(prim, (x,), {}) if cls is Tracer else prim.plain(x)
     if isinstance(x, _ARRAY_CLASSES):
         return _array_route(prim, (x,))
     raise not_a_number(prim.name, x)
@@ -94,6 +110,8 @@ def lift2(prim, x, y):
     else:
         raise not_a_number(prim.name, y)
     if tx < 0 and ty < 0:
+        if x.__class__ is Tracer or y.__class__ is Tracer:
+            return apply_traced(prim, (x, y), {})
         return prim.plain(x, y)
 
     top = tx if tx >= ty else ty

@@ -23,6 +23,7 @@ from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, gc_paused
 from .structures import describe, flatten, leaf_paths, registered_base
+from .tracer import ArrayTracer
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -31,7 +32,7 @@ from .values import Bundle, Perturbed, primal_value
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
         return _checked(x, op)
-    if isinstance(x, Real) or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'):
+    if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'):
         return x
     if isinstance(x, np.ndarray):
         if x.__class__ is not np.ndarray:
@@ -66,7 +67,7 @@ def _leaves_of(tree, op, name):
 
 
 def _is_number(x):
-    return (isinstance(x, (Real, Perturbed))
+    return (isinstance(x, (Real, Perturbed, ArrayTracer))
             or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'))   # subclasses refused
 
 

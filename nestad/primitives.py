@@ -12,12 +12,17 @@ exponent gives nan rather than a complex number); ``/`` follows Python floats
 (``x / 0`` raises ZeroDivisionError, as it would without nestad).
 """
 import math
+import operator
 from numbers import Real
 
 import numpy as np
 
-from .lifting import Primitive, lift1, lift2
-from .values import Bundle, TapeCell, modular_pow_error, next_id, primal_value
+from .arrays import is_array
+from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
+from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
+from .values import Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
+
+_ARRAYS = (np.ndarray, ArrayTracer)
 
 _float = float
 _int = int
@@ -40,7 +45,10 @@ def _ieee1(fn, npfn):
 def unary(name, fn, npfn, partial):
     """Define a one-argument primitive: plain implementation + rule d out/dx = partial(x, out)."""
     plain = _ieee1(fn, npfn) if npfn is not None else fn
-    prim = Primitive(name, plain, (partial,))
+    # Staged code calls math's function (fast); where it raises, the staged call falls
+    # back to ``plain`` for the IEEE answer.
+    emit = f"math.{fn.__name__}({{0}})" if getattr(math, fn.__name__, None) is fn else None
+    prim = Primitive(name, plain, (partial,), emit=emit)
 
     def public(x):
         if x.__class__ is _float:
@@ -56,9 +64,9 @@ def unary(name, fn, npfn, partial):
     return public, prim
 
 
-def binary(name, plain, dx, dy):
+def binary(name, plain, dx, dy, emit=None):
     """Define a two-argument primitive with rules dx(x, y, out) and dy(x, y, out)."""
-    prim = Primitive(name, plain, (dx, dy))
+    prim = Primitive(name, plain, (dx, dy), emit=emit)
 
     def public(x, y):
         return lift2(prim, x, y)
@@ -69,9 +77,20 @@ def binary(name, plain, dx, dy):
     return public, prim
 
 
-def _const(fn):
-    """A piecewise-constant operation: derivative zero, result carries no perturbation."""
-    return lambda *args: fn(*map(primal_value, args))
+def constant(name, plain, emit=None):
+    """A piecewise-constant operation (floor, sign, comparisons): its derivative is zero,
+    so it is applied to primal values and its result carries no perturbation."""
+    prim = Primitive(name, plain, None, emit=emit)
+
+    def public(*args):
+        args = [primal_value(a) for a in args]
+        for a in args:
+            if a.__class__ is Tracer or a.__class__ is ArrayTracer:
+                return apply_traced(prim, args, {})
+        return plain(*args)
+    public.__name__ = public.__qualname__ = name
+    prim.lifted = public
+    return public
 
 
 # ---------------------------------------------------------------- helpers used by rules
@@ -85,11 +104,24 @@ def _recip_plain(x):
 
 # recip: 1/x, IEEE at zero so that rules like d log = recip(x) give inf, not an exception.
 recip, RECIP = unary('recip', _recip_plain, None, lambda x, out: -(out * out))
+RECIP.emit = '1.0 / {0}'
 
 
-def _sign(x):
-    v = primal_value(x)
+def _sign_plain(v):
     return 1.0 if v > 0 else (-1.0 if v < 0 else (0.0 if v == 0 else _nan))
+
+
+_sign = constant('sign', _sign_plain)
+
+# Logic on bools (traced bools combine like numpy's: ~ is logical not).
+LOGIC = {name: constant(name, fn, emit=emit) for name, fn, emit in (
+    ('and', operator.and_, '{0} & {1}'), ('or', operator.or_, '{0} | {1}'),
+    ('xor', operator.xor, '{0} ^ {1}'), ('not', operator.not_, '(not {0})'))}
+
+# Comparisons as values (a staged program records them; guards assert their outcome).
+COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, sym in (
+    ('lt', operator.lt, '<'), ('le', operator.le, '<='), ('gt', operator.gt, '>'),
+    ('ge', operator.ge, '>='), ('eq', operator.eq, '=='), ('ne', operator.ne, '!='))}
 
 
 # ---------------------------------------------------------------- elementary functions
@@ -123,6 +155,7 @@ erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-
 erfc, ERFC = unary('erfc', math.erfc, None, lambda x, out: -_TWO_OVER_SQRT_PI * exp(-(x * x)))
 
 abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
+ABS.emit = 'abs({0})'
 
 
 def _floor_plain(x):
@@ -133,9 +166,9 @@ def _ceil_plain(x):
     return math.ceil(x) if isinstance(x, _int) else (_float(math.ceil(x)) if math.isfinite(x) else x)
 
 
-floor = _const(_floor_plain)
+floor = constant('floor', _floor_plain)
 floor.__doc__ = "Largest integer <= x (a float for float input); derivative zero, so the result is a plain number."
-ceil = _const(_ceil_plain)
+ceil = constant('ceil', _ceil_plain)
 ceil.__doc__ = "Smallest integer >= x; derivative zero, so the result is a plain number."
 
 
@@ -168,7 +201,8 @@ def _dpow_dexponent(x, out):
 
 pow, POW = binary('pow', _pow_plain,
                   lambda x, y, out: _dpow_dbase(x, y),
-                  lambda x, y, out: _dpow_dexponent(x, out))
+                  lambda x, y, out: _dpow_dexponent(x, out),
+                  emit='math.pow({0}, {1})')
 
 
 def _atan2_plain(y, x):
@@ -177,7 +211,8 @@ def _atan2_plain(y, x):
 
 atan2, ATAN2 = binary('atan2', _atan2_plain,
                       lambda y, x, out: x * recip(x * x + y * y),
-                      lambda y, x, out: -y * recip(x * x + y * y))
+                      lambda y, x, out: -y * recip(x * x + y * y),
+                      emit='math.atan2({0}, {1})')
 
 
 def _hypot_plain(x, y):
@@ -186,13 +221,16 @@ def _hypot_plain(x, y):
 
 hypot, HYPOT = binary('hypot', _hypot_plain,
                       lambda x, y, out: x * recip(out),
-                      lambda x, y, out: y * recip(out))
+                      lambda x, y, out: y * recip(out),
+                      emit='math.hypot({0}, {1})')
 
 
-def _tie_split(a, b):
+def _tie_split_plain(a, b):
     """d max(a,b)/da: 1 where a wins, 0 where b wins, 1/2 at a tie (the symmetric choice)."""
-    a, b = primal_value(a), primal_value(b)
     return 1.0 if a > b else (0.0 if a < b else 0.5)
+
+
+_tie_split = constant('tie_split', _tie_split_plain)
 
 
 def _minimum_plain(x, y):
@@ -209,6 +247,52 @@ minimum, MINIMUM = binary('minimum', _minimum_plain,
 maximum, MAXIMUM = binary('maximum', _maximum_plain,
                           lambda x, y, out: _tie_split(x, y),
                           lambda x, y, out: _tie_split(y, x))
+
+
+# ---------------------------------------------------------------- choosing
+
+def _select_plain(c, x, y):
+    return x if c else y
+
+
+SELECT = Primitive('select', _select_plain, None, _select_plain, '({1} if {0} else {2})')
+
+
+def _zero_of(t):
+    """A zero shaped like tangent ``t`` (which may carry batch axes)."""
+    shape = np.shape(primal_value(t))
+    return np.zeros(shape) if shape else 0.0
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y``, as a value: in staged code (loop
+    bodies included) it is recorded as a choice, not fixed as a guard.  The condition is
+    read from primal values, so no derivative flows through it; the derivative is
+    ``x``'s or ``y``'s.  With arrays it is ``nestad.numpy.where``."""
+    c = primal_value(condition)
+    if isinstance(c, _ARRAYS) or isinstance(x, _ARRAYS) or isinstance(y, _ARRAYS) \
+            or is_array(x) or is_array(y):
+        return ARRAY_ROUTES['select'](c, x, y)
+    tx = x.tag if isinstance(x, Perturbed) else -1
+    ty = y.tag if isinstance(y, Perturbed) else -1
+    if tx < 0 and ty < 0:
+        if c.__class__ is Tracer or x.__class__ is Tracer or y.__class__ is Tracer:
+            return apply_traced(SELECT, (c, x, y), {})
+        return x if c else y
+    top = tx if tx >= ty else ty
+    xp = x.primal if tx == top else x
+    yp = y.primal if ty == top else y
+    out = where(c, xp, yp)
+    if (x if tx == top else y).__class__ is Bundle:
+        dx = x.tangent if tx == top else _zero_of(y.tangent)
+        dy = y.tangent if ty == top else _zero_of(x.tangent)
+        return Bundle(top, out, where(c, dx, dy))
+    partials = ()
+    if tx == top:
+        partials += ((x, where(c, 1.0, 0.0)),)
+    if ty == top:
+        partials += ((y, where(c, 0.0, 1.0)),)
+    return TapeCell(top, next_id(), out, partials)
 
 
 # ---------------------------------------------------------------- arithmetic operators
@@ -235,15 +319,25 @@ def _mod(x, y):
     return x % y
 
 
-ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add)
-SUB = Primitive('subtract', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub)
-MUL = Primitive('multiply', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul)
-DIV = Primitive('divide', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div)
+ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add, '{0} + {1}')
+SUB = Primitive('sub', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub, '{0} - {1}')
+MUL = Primitive('mul', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul, '{0} * {1}')
+DIV = Primitive('div', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div,
+                '{0} / {1}')
 # x % y == x - y * floor(x / y): the floor is locally constant.
-MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod)
+MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod,
+                '{0} % {1}')
+NEG = Primitive('neg', operator.neg, (lambda x, out: -1.0,), operator.neg, '-{0}')
 
-_floordiv = _const(lambda x, y: x // y)
-_rfloordiv = _const(lambda x, y: y // x)
+_floordiv_const = constant('floordiv', operator.floordiv, '{0} // {1}')
+
+
+def _floordiv(x, y):
+    return _floordiv_const(x, y)
+
+
+def _rfloordiv(x, y):
+    return _floordiv_const(y, x)
 
 
 def _operator_pair(prim):
@@ -463,3 +557,45 @@ for _cls, _ops in (
     _cls.__mod__, _cls.__rmod__ = _mod_pair
     _cls.__floordiv__ = _floordiv
     _cls.__rfloordiv__ = _rfloordiv
+
+
+# --- Tracer: a plain number of a program being recorded -----------------------
+def _times_one(x, y):
+    """x * 1.0 and 1.0 * x are x exactly (for a traced float; an int would become float)."""
+    if y.__class__ is _float and y == 1.0 and x.__class__ is Tracer and x.dtype.kind == 'f':
+        return x
+    if x.__class__ is _float and x == 1.0 and y.__class__ is Tracer and y.dtype.kind == 'f':
+        return y
+    return None
+
+
+SIMPLIFY[MUL] = _times_one
+SIMPLIFY[DIV] = lambda x, y: _times_one(x, y) if y.__class__ is _float else None
+
+# Every operation goes through lifting, which records it once it reaches tracers.
+def _t_neg_tracer(self):
+    return apply_traced(NEG, (self,), {})
+
+
+for _name, _prim in (('add', ADD), ('sub', SUB), ('mul', MUL), ('truediv', DIV), ('pow', POW),
+                     ('mod', MOD)):
+    _fwd, _rev = _operator_pair(_prim)
+    setattr(Tracer, f'__{_name}__', _fwd)
+    setattr(Tracer, f'__r{_name}__', _rev)
+Tracer.__neg__ = _t_neg_tracer
+Tracer.__pos__ = _pos
+Tracer.__abs__ = _abs
+for _name, _op in (('and', 'and'), ('or', 'or'), ('xor', 'xor')):
+    setattr(Tracer, f'__{_name}__', lambda self, other, _f=LOGIC[_op]: _f(self, other))
+    setattr(Tracer, f'__r{_name}__', lambda self, other, _f=LOGIC[_op]: _f(other, self))
+
+
+def _t_invert(self):
+    if self.var.dtype != bool:
+        raise TypeError("~ on a traced number: only traced bools have it (logical not)")
+    return LOGIC['not'](self)
+
+
+Tracer.__invert__ = _t_invert
+Tracer.__floordiv__ = _floordiv
+Tracer.__rfloordiv__ = _rfloordiv

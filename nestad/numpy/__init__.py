@@ -20,9 +20,11 @@ from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, nda
                    size, result_type, zeros_like, ones_like, full_like)
 
 from .. import primitives as _scalar
+from .. import registry as _registry
 from ..arrays import ArrayPrimitive, apply, is_array, subclass_error
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
+from ..tracer import SIMPLIFY as _SIMPLIFY, is_tracer
 from ..values import Perturbed, primal_value
 
 def _shape(x):
@@ -386,7 +388,7 @@ add = _binary_public('add', _add, lambda x, y: _lift2(_scalar.ADD, x, y))
 subtract = _binary_public('subtract', _subtract, lambda x, y: _lift2(_scalar.SUB, x, y))
 multiply = _binary_public('multiply', _multiply, lambda x, y: _lift2(_scalar.MUL, x, y))
 divide = true_divide = _binary_public('divide', _divide, lambda x, y: _lift2(_scalar.DIV, x, y))
-for _n, _p in (('add', _add), ('subtract', _subtract), ('multiply', _multiply), ('divide', _divide)):
+for _n, _p in (('add', _add), ('sub', _subtract), ('mul', _multiply), ('div', _divide)):
     ARRAY_ROUTES[_n] = _p
 
 
@@ -438,18 +440,27 @@ mod = remainder = _elementwise2('mod', _np.mod, _scalar_mod,
 
 # ---------------------------------------------------------------- selection
 
+# _where(cond, x, y): cond carries no derivative (``where`` passes its primal value), so
+# only x and y have rules.  cond is an argument, not a parameter, so that it may be traced.
+_where_jvp_x = _jvp2(lambda t, x, y, out, cond: _where(cond, t, 0.0))[0]
+_where_jvp_y = _jvp2(lambda t, x, y, out, cond: _where(cond, 0.0, t))[1]
 _where = _define(
-    'where', lambda x, y, cond: _np.where(cond, x, y),
-    jvps=(_jvp2(lambda t, x, y, out, cond: _where(t, 0.0, cond=cond))[0],
-          _jvp2(lambda t, x, y, out, cond: _where(0.0, t, cond=cond))[1]),
-    vjps=(lambda g, x, y, out, cond: sum_to(_where(g, 0.0, cond=cond), _shape(x)),
-          lambda g, x, y, out, cond: sum_to(_where(0.0, g, cond=cond), _shape(y))))
+    'where', lambda cond, x, y: _np.where(cond, x, y),
+    jvps=(None, lambda t, cond, x, y, out: _where_jvp_x(t, x, y, out, cond=cond),
+          lambda t, cond, x, y, out: _where_jvp_y(t, x, y, out, cond=cond)),
+    vjps=(None, lambda g, cond, x, y, out: sum_to(_where(cond, g, 0.0), _shape(x)),
+          lambda g, cond, x, y, out: sum_to(_where(cond, 0.0, g), _shape(y))))
 
 
 def where(condition, x, y):
     """Elementwise choice; the condition is read from primal values (no derivative)."""
-    cond = _np.asarray(primal_value(_as_operand(condition)), dtype=bool)
-    return _where(_as_operand(x), _as_operand(y), cond=cond)
+    cond = primal_value(_as_operand(condition))
+    if not is_tracer(cond):
+        cond = _np.asarray(cond, dtype=bool)
+    return _where(cond, _as_operand(x), _as_operand(y))
+
+
+ARRAY_ROUTES['select'] = where
 
 
 def clip(x, a_min, a_max):
@@ -534,6 +545,12 @@ def _plain_index(index):
         return tuple(_plain_index(i) for i in index)
     if isinstance(index, Perturbed):
         raise InvalidInputError("an array index cannot carry a perturbation")
+    if is_tracer(index):
+        from ..tracer import StagingError
+        raise StagingError(
+            "indexing with a traced array: the index (and so the result's shape) depends on "
+            "the data, which a staged program cannot have. Use nestad.numpy.where(mask, x, "
+            "0.0) to keep shapes fixed, or pass the index as a static argument.")
     if isinstance(index, list):
         return _np.asarray(index)
     return index
@@ -1108,6 +1125,67 @@ def cumsum(x, axis=None):
         x, axis = ravel(x), 0
     return _cumsum(x, axis=(axis % _ndim(x)) - _ndim(x))
 
+
+# How staged code spells these primitives (nestad.staging.codegen); the others are
+# called through their plain implementation.  Elementwise ufuncs are spelled np.<name>.
+_EXPRESSIONS = {
+    'add': '{0} + {1}', 'subtract': '{0} - {1}', 'multiply': '{0} * {1}', 'divide': '{0} / {1}',
+    'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({0}, {1}, {2})',
+    'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
+    'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
+    'max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
+    'min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
+    'reshape': 'np.reshape({0}, {shape})', 'transpose': 'np.transpose({0}, {axes})',
+    'broadcast_to': 'np.broadcast_to({0}, {shape})', 'einsum': 'np.einsum({spec}, {0}, {1})',
+}
+for _qualname, _prim in _registry.PRIMITIVES.items():
+    _name = _qualname[len('numpy.'):]
+    if _qualname.startswith('numpy.') and _prim.emit is None:
+        if _name in _EXPRESSIONS:
+            _prim.emit = _EXPRESSIONS[_name]
+        elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
+            _prim.emit = f"np.{_prim.plain.__name__}({{0}})"
+
+
+
+# Identities applied while tracing (nestad.tracer.SIMPLIFY): each gives a value equal to
+# the result bit for bit, so staged programs skip work the rules spell out in general.
+def _is_ones(c, x):
+    """A plain constant of ones that leaves x unchanged when multiplying it."""
+    if isinstance(c, (int, float)) and not isinstance(c, bool):
+        return c == 1
+    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and \
+        _np.broadcast_shapes(c.shape, x.shape) == x.shape and bool(_np.all(c == 1))
+
+
+def _float_tracer(x):
+    return is_tracer(x) and x.dtype.kind == 'f'
+
+
+def _times_one(x, y):
+    if _float_tracer(x) and _is_ones(y, x):
+        return x
+    if _float_tracer(y) and _is_ones(x, y):
+        return y
+    return None
+
+
+def _power_identity(x, y):
+    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)):
+        return None
+    if y == 0:
+        return _np.ones(x.shape, x.dtype)
+    if y == 1:
+        return x
+    if y == 2:
+        return multiply(x, x)        # numpy computes x ** 2 as x * x
+    return None
+
+
+_SIMPLIFY[_registry.PRIMITIVES['numpy.multiply']] = _times_one
+_SIMPLIFY[_registry.PRIMITIVES['numpy.divide']] = lambda x, y: x if _float_tracer(x) and \
+    _is_ones(y, x) else None
+_SIMPLIFY[_registry.PRIMITIVES['numpy.power']] = _power_identity
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._dispatch import install as _install  # noqa: E402

@@ -10,6 +10,7 @@ import numpy as np
 from .. import numpy as anp
 from ..arrays import ArrayBundle, ArrayTapeCell
 from ..errors import PerturbedConversionError
+from ..tracer import ArrayTracer
 from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
 UFUNCS = {
@@ -224,13 +225,22 @@ SCALAR_METHODS = ('reshape', 'transpose', 'ravel', 'flatten', 'squeeze', 'sum', 
 SCALAR_SELF = ('item', 'tolist')      # a nestad scalar is its own item
 
 
+# Traced arrays compare elementwise into traced boolean arrays, as ndarrays do.
+TRACER_COMPARISONS = dict(
+    __lt__=lambda s, o: np.less(s, o), __le__=lambda s, o: np.less_equal(s, o),
+    __gt__=lambda s, o: np.greater(s, o), __ge__=lambda s, o: np.greater_equal(s, o),
+    __eq__=lambda s, o: np.equal(s, o), __ne__=lambda s, o: np.not_equal(s, o))
+
+
 def install():
     Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
     Perturbed.__array_function__ = _array_function
-    for cls in (ArrayBundle, ArrayTapeCell):
+    for cls in (ArrayBundle, ArrayTapeCell, ArrayTracer):
         for name, fn in ARRAY_METHODS.items():
             setattr(cls, name, fn)
+    for name, fn in TRACER_COMPARISONS.items():
+        setattr(ArrayTracer, name, fn)
     for cls in (Bundle, TapeCell):
         for name in SCALAR_METHODS:
             setattr(cls, name, ARRAY_METHODS[name])

@@ -1,0 +1,380 @@
+"""``while_loop``: a loop that stages as a loop, whatever its trip count.
+
+``while_loop(cond, body, state)`` is ``while cond(state): state = body(state)``.
+Eagerly it is exactly that Python loop, differentiated by overloading like any other.
+Traced, a Python loop would be unrolled and its trip count fixed by guards (one
+program per trip count); ``while_loop`` records one equation holding the condition
+and the body as sub-programs, and staged code runs a real ``while``.
+
+Derivatives peel the outermost perturbation among the state's leaves, as lifting
+does, and end in a plain loop once no perturbation is left:
+
+* forward (a Bundle of run ``t``): the loop runs on ``(state, tangent)``: the
+  condition reads the primal state, the body maps the tangent by its own jvp;
+* reverse (a TapeCell of run ``t``): the loop runs on the state and one tangent per
+  scalar it is differentiated with respect to (a batched tangent for arrays), which
+  gives the Jacobian of the final state; each final leaf is a tape cell whose partials
+  are its blocks.  This costs a forward pass per input direction, so it suits the small
+  states of solvers and simulations; it keeps no per-iteration tape.
+
+The state is a structure of numbers and arrays whose shapes and dtypes the body
+keeps.  Everything differentiated must be in the state: the body and the condition
+may read constants and traced values from their closure, but not values that carry a
+perturbation (the error says so).  Inside the body and the condition, choose values
+with ``nestad.where``; a Python ``if`` on a traced value is refused there, since the
+branch could differ from one iteration to the next.
+"""
+import numpy as np
+
+from .. import perturbation
+from ..arrays import VJP, make_bundle, make_cell
+from ..errors import InvalidInputError
+from ..extraction import primal_of, tangent_of
+from ..structures import flatten
+from ..tracer import StagingError, Trace, active, is_tracer, recording, resolve
+from ..values import Bundle, Perturbed, primal_value
+from .program import Program, remove_dead
+
+
+def while_loop(cond, body, state):
+    """Repeat ``state = body(state)`` while ``cond(state)``; return the final state."""
+    leaves, tree = flatten(state)
+    for k, x in enumerate(leaves):
+        if not _is_state_leaf(x):
+            raise InvalidInputError(
+                f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
+                "numbers, arrays, or structures of them")
+    if not any(is_tracer(primal_value(x)) for x in leaves):
+        while cond(state):                 # eager: Python's loop, overloading as usual
+            state = body(state)
+        return state
+
+    def cond_flat(ls):
+        return cond(tree.build(ls))
+
+    def body_flat(ls):
+        out, out_tree = flatten(body(tree.build(ls)))
+        if out_tree.signature() != tree.signature():
+            raise StagingError("while_loop: the body must return a state of the same "
+                               "structure as it was given")
+        return out
+    try:
+        return tree.build(_loop(cond_flat, body_flat, leaves))
+    except _Unroll:
+        # The body reads, from its closure, a value that an enclosing gradient_r
+        # differentiates: its tape cells cannot become loop state, so the loop runs as
+        # Python's (unrolled into the trace, the program fixed to this trip count).
+        while cond(state):
+            state = body(state)
+        return state
+
+
+class _Unroll(Exception):
+    """A loop body's closure carries a reverse-mode perturbation (see while_loop)."""
+
+
+
+def _is_state_leaf(x):
+    v = primal_value(x)
+    return isinstance(v, (int, float, bool, np.number, np.bool_, np.ndarray)) or is_tracer(v)
+
+
+def _is_float(x):
+    v = primal_value(x)
+    return is_tracer(v) and v.dtype.kind == 'f' or \
+        isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == 'f')
+
+
+# ---------------------------------------------------------------- peeling perturbations
+
+def _loop(cond_f, body_f, leaves):
+    """The final state's leaves, for flat leaves that may carry perturbations."""
+    tags = [x.tag for x in leaves if isinstance(x, Perturbed)]
+    top = max(tags, default=-1)
+    # The body may read values of later runs from its closure: peeling must start with
+    # the outermost run of all, so one body step (traced, then dropped as dead code)
+    # shows which runs its results carry.
+    outer = max((o for o in body_f(list(leaves)) if isinstance(o, Perturbed)),
+                key=lambda o: o.tag, default=None)
+    if outer is not None and outer.tag > top:
+        return _loop(cond_f, body_f, _carry(outer, leaves))
+    if not tags:
+        return _record(cond_f, body_f, leaves)
+    carried = [isinstance(x, Perturbed) and x.tag == top for x in leaves]
+    primals = [x.primal if c else x for x, c in zip(leaves, carried)]
+    slots = [k for k, x in enumerate(leaves) if _is_float(x)]
+    if isinstance(leaves[carried.index(True)], Bundle):
+        tangents = _instantiate([leaves[k].tangent if carried[k] else None for k in slots],
+                                [primals[k] for k in slots])
+        # The body runs on Bundles of ``top`` itself: a value of run ``top`` it reads
+        # from its closure then adds its own tangent, by the chain rule.
+        outs, (touts,) = _loop_jvp(cond_f, body_f, primals, slots, [tangents], tags=[top])
+        tout = dict(zip(slots, touts))
+        return [make_bundle(top, o, tout[k]) if k in tout else o for k, o in enumerate(outs)]
+    return _reverse(cond_f, body_f, leaves, primals, carried, slots, top)
+
+
+def _carry(x, leaves):
+    """``leaves`` made to carry the run of ``x``, a value the body reads from its
+    closure: for a forward run, with zero tangents (the forward rule then takes in the
+    closure's tangent by the chain rule); a reverse run's tape cells cannot be made
+    loop state, so the loop is unrolled instead (see while_loop)."""
+    if not isinstance(x, Bundle):
+        raise _Unroll()
+    p, d = primal_value(x.primal), primal_value(x.tangent)
+    batch = np.shape(d)[:np.ndim(d) - np.ndim(p)]
+
+    def zero(leaf):
+        shape = batch + np.shape(primal_value(leaf))
+        return np.zeros(shape) if shape else 0.0
+    return [make_bundle(x.tag, leaf, zero(leaf)) if _is_float(leaf) else leaf for leaf in leaves]
+
+
+def _instantiate(tangents, primals):
+    """Zero tangents (with the batch axes of the given ones) for float leaves that do
+    not carry the run: the body may make them depend on it."""
+    t0, p0 = next((t, p) for t, p in zip(tangents, primals) if t is not None)
+    batch = np.shape(primal_value(t0))[:np.ndim(primal_value(t0)) - np.ndim(primal_value(p0))]
+
+    def zero(p):
+        shape = batch + np.shape(primal_value(p))
+        return np.zeros(shape) if shape else 0.0
+    return [t if t is not None else zero(p) for t, p in zip(tangents, primals)]
+
+
+def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
+    """Run the loop on ``primals`` and, for each direction, the tangents of the float
+    leaves ``slots``.  Each direction gets its own tag inside the body (a fresh one
+    unless ``tags`` are given), so the body's primal arithmetic, the same in every
+    direction, is recorded once (shared by CSE).  Only the slots whose tangent can be
+    nonzero (``_active``) are carried through the loop; the others stay zero."""
+    n = len(primals)
+    active = _active(body_f, primals, slots, directions, None if tags is None else tags[0])
+    m = len(active)
+
+    def cond_aug(ls):
+        return cond_f(ls[:n])
+
+    def body_aug(ls):
+        state = ls[:n]
+        out = None
+        new_dirs = []
+        for d in range(len(directions)):
+            tag = perturbation.fresh() if tags is None else tags[d]
+            try:
+                ts = ls[n + d * m:n + (d + 1) * m]
+                args = list(state)
+                for j, t in zip(active, ts):
+                    args[slots[j]] = make_bundle(tag, state[slots[j]], t)
+                res = body_f(args)
+                if out is None:
+                    out = [primal_of(tag, r, "while_loop") for r in res]
+                new_dirs.extend(_like(tangent_of(tag, res[slots[j]], "while_loop"), t)
+                                for j, t in zip(active, ts))
+            finally:
+                if tags is None:
+                    perturbation.retire(tag)
+        return out + new_dirs
+
+    flat = list(primals) + [ts[j] for ts in directions for j in active]
+    res = _loop(cond_aug, body_aug, flat)
+    touts = []
+    for d, ts in enumerate(directions):
+        got = dict(zip(active, res[n + d * m:n + (d + 1) * m]))
+        touts.append([got[j] if j in got else t for j, t in enumerate(ts)])
+    return res[:n], touts
+
+
+def _active(body_f, primals, slots, directions, tag):
+    """The slots whose tangent can become nonzero in some iteration: those seeded
+    nonzero, closed under one body step (a fixed point; each step is traced with
+    tracers as tangents, so dependence is structural, and dropped as dead code)."""
+    trace = active()
+    active_set = {j for ts in directions for j, t in enumerate(ts) if not _zero_const(t)}
+    while True:
+        t = perturbation.fresh() if tag is None else tag
+        try:
+            args = list(primals)
+            for j in active_set:
+                k = slots[j]
+                args[k] = make_bundle(t, primals[k], trace.new_tracer(
+                    np.ones(np.shape(primal_value(directions[0][j])))
+                    if np.ndim(primal_value(directions[0][j])) else 1.0))
+            res = body_f(args)
+            grown = {j for j, k in enumerate(slots)
+                     if not _zero_const(tangent_of(t, res[k], "while_loop"))}
+        finally:
+            if tag is None:
+                perturbation.retire(t)
+        if grown <= active_set:
+            return sorted(active_set)
+        active_set |= grown
+
+
+def _zero_const(t):
+    """A tangent that is a plain zero (a number or array, not traced or perturbed)."""
+    if isinstance(t, Perturbed) or is_tracer(t):
+        return False
+    return not np.any(t)
+
+
+def _like(t, like):
+    """A tangent the body left as a plain zero, given the shape its slot has."""
+    shape = np.shape(primal_value(like))
+    if shape and not np.shape(primal_value(t)):
+        return np.zeros(shape) + t
+    return t
+
+
+def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
+    """Reverse mode: the Jacobian of the final state by forward directions, then one
+    tape cell per float output leaf with the Jacobian's blocks as partials."""
+    inputs = [k for k in slots if carried[k]]
+    if all(np.ndim(primal_value(primals[k])) == 0 for k in slots):
+        directions = [[1.0 if k == i else 0.0 for k in slots] for i in inputs]
+        outs, touts = _loop_jvp(cond_f, body_f, primals, slots, directions)
+        cells = list(outs)
+        for j, k in enumerate(slots):
+            partials = tuple((leaves[i], touts[d][j]) for d, i in enumerate(inputs))
+            cells[k] = make_cell(top, outs[k], partials)
+        return cells
+    # Arrays: one batched direction set (the identity over every input element).
+    sizes = [int(np.prod(np.shape(primal_value(primals[i])))) for i in inputs]
+    total = sum(sizes)
+    eye = np.eye(total)
+    seeds, start = {}, 0
+    for i, s in zip(inputs, sizes):
+        seeds[i] = eye[:, start:start + s].reshape((total,) + np.shape(primal_value(primals[i])))
+        start += s
+    tangents = [seeds.get(k) for k in slots]
+    tangents = [t if t is not None else np.zeros((total,) + np.shape(primal_value(primals[k])))
+                for t, k in zip(tangents, slots)]
+    outs, (touts,) = _loop_jvp(cond_f, body_f, primals, slots, [tangents])
+    cells = list(outs)
+    for j, k in enumerate(slots):
+        partials, start = [], 0
+        for i, s in zip(inputs, sizes):
+            block = touts[j][start:start + s]            # (size_i,) + out shape
+            partials.append((leaves[i], VJP(_block_vjp, (block,), outs[k],
+                                            dict(in_shape=np.shape(primal_value(primals[i]))))))
+            start += s
+        cells[k] = make_cell(top, outs[k], tuple(partials))
+    return cells
+
+
+def _block_vjp(g, block, out, in_shape):
+    """sum over the output's axes of block * g, shaped like the input."""
+    from .. import numpy as anp
+    nout = np.ndim(primal_value(out))
+    axes = tuple(range(-nout, 0))
+    r = anp.sum(block * g, axis=axes) if nout else block * g
+    return anp.reshape(r, in_shape)
+
+
+# ---------------------------------------------------------------- recording
+
+class WhileLoop:
+    """The staged loop: ``args`` are the initial state (``n`` leaves), then the values
+    the condition (``nc`` of them) and the body capture from enclosing code."""
+    name = 'while'
+
+    def plain(self, *args, cond, body, n, nc):
+        loops = body._compiled.get('loop')
+        if loops is None:              # compiled once per loop, fast and IEEE-safe
+            loops = body._compiled['loop'] = [_compile_loop(cond, body, n, nc, len(args), safe)
+                                              for safe in (False, True)]
+        try:
+            return list(loops[0](*args))
+        except (ArithmeticError, ValueError):
+            return list(loops[1](*args))
+
+    def lifted(self, *args, cond, body, n, nc):
+        # Captured values become loop-invariant state, so that perturbations they carry
+        # are peeled like the state's own.
+        invariants = list(args[n:])
+
+        def cond_f(ls):
+            return cond.run_flat(list(ls[:n]) + list(ls[n:n + nc]), lifted=True)[0]
+
+        def body_f(ls):
+            return list(body.run_flat(list(ls[:n]) + list(ls[n + nc:]), lifted=True)) + list(ls[n:])
+        return _loop(cond_f, body_f, list(args[:n]) + invariants)[:n]
+
+    def emit_lines(self, em, eqn, indent):
+        from .codegen import emit_while
+        emit_while(em, eqn, indent)
+
+    def __repr__(self):
+        return '<while_loop>'
+
+
+WHILE = WhileLoop()
+
+
+def _compile_loop(cond, body, n, nc, nargs, safe):
+    """A Python function running the loop on plain values."""
+    from ..tracer import Eqn, Var
+    from .codegen import compile_python
+    ins = [Var((), None, True) for _ in range(nargs)]
+    outs = tuple(Var((), None, True) for _ in range(n))
+    eqn = Eqn(WHILE, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc), outs,
+              flatten([0] * n)[1])
+    prog = Program(ins, [eqn], list(outs), None, flatten([0] * n)[1], None,
+                   [f"a{k}" for k in range(nargs)], None)
+    return compile_python(prog, "loop", safe=safe)[0]
+
+
+def _record(cond_f, body_f, leaves):
+    """No perturbation left: record the loop in the active trace (or run it plainly)."""
+    outer = active()
+    if outer is None:
+        raise StagingError("a traced value reached while_loop after its trace ended")
+    vals = [x.val if is_tracer(x) else x for x in leaves]
+    cond_prog, cond_caps = _sub_program(outer, cond_f, vals, "the condition of a while_loop",
+                                        single=True)
+    body_prog, body_caps = _sub_program(outer, body_f, vals, "the body of a while_loop")
+    for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
+        shape, dtype = _aval(o)
+        if (shape, dtype) != (v.shape, v.dtype):
+            raise StagingError(
+                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
+                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
+                "float as 0.0, not 0)")
+    params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps))
+    outer, args = resolve(list(leaves) + cond_caps + body_caps)
+    final = WHILE.plain(*[a.val if is_tracer(a) else a for a in args], **params)
+    return outer.record(WHILE, args, params, None, tree=(final, flatten(list(final))[1]),
+                        cse=False)
+
+
+def _aval(o):
+    from ..tracer import Var
+    if isinstance(o, Var):
+        return o.shape, o.dtype
+    a = np.asarray(o)
+    return a.shape, (np.dtype(float) if isinstance(o, float) else a.dtype)
+
+
+def _sub_program(outer, fn, vals, purpose, single=False):
+    """Trace ``fn`` on fresh tracers of ``vals`` as a sub-program of ``outer``; return it
+    and the tracers of ``outer`` it captured (its extra inputs, after the state)."""
+    t = Trace(parent=outer, purpose=purpose)
+    ins = [t.new_tracer(v) for v in vals]
+    with recording(t):
+        out = fn(ins)
+        outs = [out] if single else list(out)
+        outs = [_own(t, o) for o in outs]
+    if any(isinstance(o, Perturbed) for o in outs):      # _loop's probe rules this out
+        raise StagingError(f"internal error: {purpose} returned a perturbed value")
+    outputs = [o.var if is_tracer(o) else o for o in outs]
+    inputs = [x.var for x in ins] + [v for _, v in t.captures]
+    prog = Program(inputs, remove_dead(t.eqns, outputs), outputs, None, None, None,
+                   [f"s{k}" for k in range(len(ins))] + [f"c{k}" for k in range(len(t.captures))],
+                   None)
+    return prog, [p for p, _ in t.captures]
+
+
+def _own(t, o):
+    """A traced output of a sub-trace as a tracer of it (capturing an outer one)."""
+    from ..tracer import _capture
+    return _capture(t, o) if is_tracer(o) and o.trace is not t else o

@@ -1,0 +1,43 @@
+"""``stage(f, backend="numba")``: the generated Python compiled by ``numba.njit``.
+
+The same source as the Python backend: ``math`` calls, operators and loops, which
+numba compiles to machine code.  Primitives spelled as calls of their plain Python
+implementation are compiled with ``njit`` too.  A program numba cannot compile (most
+array programs: numba supports a subset of numpy) runs with the Python backend
+instead, with a warning naming numba's complaint.  numba is optional
+(``pip install "nestad[numba]"``).
+"""
+import warnings
+
+from ..errors import InvalidInputError
+
+
+class NumbaFallbackWarning(UserWarning):
+    """A staged program could not be compiled by numba and runs as Python instead."""
+
+
+def compile_numba(fn, source, program):
+    try:
+        import numba
+    except ImportError:
+        raise InvalidInputError('stage(backend="numba") needs numba: pip install "nestad[numba]"') \
+            from None
+    glb = fn.__globals__
+    try:
+        for name, value in list(glb.items()):
+            if name.startswith('_p_') and callable(value):
+                glb[name] = numba.njit(cache=False)(value)
+        jitted = numba.njit(cache=False)(fn)
+        jitted(*program.example)        # compile now, at the example the program was traced at
+    except Exception as e:              # numba's typing and lowering errors have many types
+        from .program import GuardFailure
+        if isinstance(e, GuardFailure):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
+                      "Python code instead", NumbaFallbackWarning, stacklevel=4)
+        for name, value in list(glb.items()):
+            if name.startswith('_p_') and hasattr(value, 'py_func'):
+                glb[name] = value.py_func
+        return fn
+    return jitted

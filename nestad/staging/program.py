@@ -1,0 +1,276 @@
+"""Programs: derivatives (and everything else) as ANF straight-line code.
+
+A ``Program`` is what ``nestad.trace`` records: input variables, equations
+``v = prim(a, b)`` over variables and constants in execution order, and outputs
+(variables or constants).  Tags are gone: a program holds only primitives on plain
+values.  It can be printed (one line per equation, seed 002's notation), drawn
+(Graphviz DOT, seed 000's drawings), evaluated, differentiated by source
+transformation (``jvp``/``vjp``, in ``transform.py``) and compiled (``codegen.py``).
+"""
+import numpy as np
+
+from ..errors import NestadError
+from ..tracer import GUARD, Eqn, Var, active
+from ..structures import flatten
+
+
+class GuardFailure(NestadError):
+    """The arguments make a comparison recorded in the program come out differently:
+    the program does not compute the function there (``stage`` retraces)."""
+
+    def __init__(self, index):
+        super().__init__(f"guard {index} of the program failed for these arguments")
+        self.index = index
+
+
+class NumpyCall:
+    """A numpy function recorded as called on traced values (generic: the call is
+    replayed as it was, with the same arguments structure)."""
+    __slots__ = ('func', 'name')
+
+    def __init__(self, func):
+        self.func = func
+        self.name = _numpy_name(func)
+
+    def plain(self, *leaves, tree):
+        args, kwargs = tree.build(leaves)
+        return self.func(*args, **kwargs)
+
+    lifted = plain        # on perturbed values, numpy's dispatch reaches nestad.numpy
+
+    def __repr__(self):
+        return f"<numpy call {self.name}>"
+
+
+def _numpy_name(func):
+    name = getattr(func, '__name__', repr(func))
+    for prefix, module in (('numpy', np), ('numpy.linalg', np.linalg)):
+        if getattr(module, name, None) is func:
+            return f"{prefix}.{name}"
+    return f"{getattr(func, '__module__', '?')}.{name}"
+
+
+class Program:
+    """An ANF program: ``inputs`` (Vars), ``eqns``, ``outputs`` (Vars or constants).
+
+    ``in_tree``/``out_tree`` rebuild the argument tuple and the result structure from
+    flat leaves; ``static`` holds, per input leaf position, a value that is not traced
+    (ints, bools, None...) or ``_TRACED``; ``names`` gives inputs their printed names;
+    ``example`` is the argument leaves the program was traced at."""
+
+    def __init__(self, inputs, eqns, outputs, in_tree, out_tree, static, names, example):
+        self.inputs, self.eqns, self.outputs = inputs, eqns, outputs
+        self.in_tree, self.out_tree = in_tree, out_tree
+        self.static, self.names, self.example = static, names, example
+        self._compiled = {}
+
+    # ------------------------------------------------------------ running it
+
+    def __call__(self, *args, **kwargs):
+        """Evaluate the program on plain arguments (IEEE semantics, like nestad's
+        functions on plain numbers); a failed guard raises ``GuardFailure``."""
+        return self.out_tree.build(self.run_flat(self.flat_inputs(args, kwargs)))
+
+    def flat_inputs(self, args, kwargs):
+        """The traced leaves of ``args`` (checked against the structure traced)."""
+        leaves, tree = flatten((tuple(args), kwargs))
+        if tree.signature() != self.in_tree.signature():
+            raise NestadError("the arguments do not have the structure the program was "
+                              "traced with")
+        for k, (x, s) in enumerate(zip(leaves, self.static)):
+            if s is not _TRACED and not _same_static(x, s):
+                raise NestadError(f"static argument leaf {k} is {x!r:.40}, but the program "
+                                  f"was traced with {s!r:.40}")
+        return [x for x, s in zip(leaves, self.static) if s is _TRACED]
+
+    def run_flat(self, values, lifted=False):
+        """Evaluate on flat input values; ``lifted`` applies each primitive's public
+        function (so perturbed or traced inputs are differentiated or recorded),
+        otherwise its plain implementation."""
+        env = dict(zip(map(id, self.inputs), values))
+        read = lambda a: env[id(a)] if isinstance(a, Var) else a      # noqa: E731
+        for k, eqn in enumerate(self.eqns):
+            op = eqn.op
+            args = [read(a) for a in eqn.args]
+            if op is GUARD:
+                _check_guard(args[0], eqn.params['expect'], k)
+                continue
+            fn = op.lifted if lifted else op.plain
+            out = fn(*args, **eqn.params)
+            if eqn.tree is None:
+                env[id(eqn.outs[0])] = out
+            else:
+                for v, o in zip(eqn.outs, flatten(out)[0]):
+                    env[id(v)] = o
+        return [read(o) for o in self.outputs]
+
+    # ------------------------------------------------------------ transforming it
+
+    def jvp(self):
+        """The forward derivative program (see ``nestad.staging.transform``)."""
+        from .transform import jvp
+        return jvp(self)
+
+    def vjp(self):
+        """The reverse derivative program (see ``nestad.staging.transform``)."""
+        from .transform import vjp
+        return vjp(self)
+
+    def source(self):
+        """The Python source ``stage`` compiles for this program."""
+        from .codegen import python_source
+        return python_source(self)[0]
+
+    # ------------------------------------------------------------ showing it
+
+    def var_names(self):
+        """Printed names: inputs by their parameter names, the rest v1, v2, ..."""
+        names = {id(v): n for v, n in zip(self.inputs, self.names)}
+        k = 0
+        for eqn in self.eqns:
+            for v in eqn.outs:
+                if id(v) not in names:
+                    k += 1
+                    names[id(v)] = f"v{k}"
+        return names
+
+    def __str__(self):
+        names = self.var_names()
+        show = lambda a: names[id(a)] if isinstance(a, Var) else _show_const(a)   # noqa: E731
+        lines = ["input " + ", ".join(self.names)]
+        for eqn in self.eqns:
+            args = ", ".join(show(a) for a in eqn.args)
+            if isinstance(eqn.op, NumpyCall):
+                args = _show_call(eqn, show)
+            if eqn.op is GUARD:
+                lines.append(f"guard {args} is {eqn.params['expect']}")
+                continue
+            outs = [names[id(v)] for v in eqn.outs]
+            lhs = outs[0] if eqn.tree is None else "(" + ", ".join(outs) + ")"
+            subs = {k: v for k, v in eqn.params.items() if isinstance(v, Program)}
+            params = _show_params(eqn) if not subs else ""
+            lines.append(f"{lhs} = {op_name(eqn.op)} ({args}){params}")
+            for k, sub in subs.items():        # a loop's condition and body, indented
+                lines.append(f"  {k}:")
+                lines.extend("    " + ln for ln in str(sub).split("\n"))
+        lines.append("output " + ", ".join(show(o) for o in self.outputs))
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return (f"<Program: {len(self.inputs)} inputs, {len(self.eqns)} equations, "
+                f"{len(self.outputs)} outputs>")
+
+    def to_dot(self):
+        """Graphviz DOT text: variables as ellipses, equations as boxes, data flowing
+        left to right (seed 000's drawing of a tape as a graph)."""
+        names = self.var_names()
+        lines = ["digraph program {", "  rankdir=LR;", "  node [fontsize=12];"]
+        defined = {}
+        for v, n in zip(self.inputs, self.names):
+            lines.append(f'  "{n}" [shape=ellipse, style=bold];')
+            defined[id(v)] = f'"{n}"'
+        for k, eqn in enumerate(self.eqns):
+            node = f'"e{k}"'
+            label = "guard" if eqn.op is GUARD else op_name(eqn.op)
+            lines.append(f'  {node} [shape=box, label="{label}"];')
+            for j, a in enumerate(eqn.args):
+                if isinstance(a, Var):
+                    lines.append(f"  {defined[id(a)]} -> {node};")
+                else:
+                    c = f'"c{k}_{j}"'
+                    lines.append(f'  {c} [shape=plaintext, label="{_dot_escape(_show_const(a))}"];')
+                    lines.append(f"  {c} -> {node};")
+            for v in eqn.outs:
+                n = f'"{names[id(v)]}"'
+                lines.append(f"  {n} [shape=ellipse];")
+                lines.append(f"  {node} -> {n};")
+                defined[id(v)] = n
+        for k, o in enumerate(self.outputs):
+            lines.append(f'  "out{k}" [shape=doublecircle, label="output {k}"];')
+            if isinstance(o, Var):
+                lines.append(f'  {defined[id(o)]} -> "out{k}";')
+        lines.append("}")
+        return "\n".join(lines)
+
+
+_TRACED = object()     # marks a traced input leaf in Program.static
+
+
+def _same_static(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.all(a == b)))
+    return type(a) is type(b) and (a is b or a == b)
+
+
+def _check_guard(value, expect, index):
+    from ..tracer import is_tracer
+    if is_tracer(value):                  # evaluating into another trace: keep the guard
+        value.trace.eqns.append(Eqn(GUARD, (value.var,), {'expect': expect}, ()))
+    elif bool(value) != expect:
+        raise GuardFailure(index)
+
+
+def op_name(op):
+    return op.name
+
+
+def _show_const(c):
+    if isinstance(c, np.ndarray):
+        if c.size <= 4:
+            return np.array2string(c, separator=', ').replace('\n', '')
+        return f"<array {c.shape} {c.dtype}>"
+    return repr(c)
+
+
+def _show_call(eqn, show):
+    """The arguments of a recorded numpy call, in the structure it was called with."""
+    call_args, call_kwargs = eqn.params['tree'].build([show(a) for a in eqn.args])
+    parts = [_show_nested(a) for a in call_args]
+    parts += [f"{k}={_show_nested(v)}" for k, v in call_kwargs.items()]
+    return ", ".join(parts)
+
+
+def _show_nested(x):
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_show_nested(y) for y in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    return _show_const(x)
+
+
+def _show_params(eqn):
+    params = eqn.params
+    if not params or eqn.op is GUARD:
+        return ""
+    if isinstance(eqn.op, NumpyCall):
+        return ""          # the call's own keywords are among its arguments' structure
+    return " {" + ", ".join(f"{k}={_show_const(v)}" for k, v in params.items()) + "}"
+
+
+def _dot_escape(s):
+    return s.replace('"', '\\"')
+
+
+def remove_dead(eqns, outputs):
+    """The equations that outputs or guards depend on, in their order."""
+    live = {id(o) for o in outputs if isinstance(o, Var)}
+    kept = []
+    for eqn in reversed(eqns):
+        if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
+            kept.append(eqn)
+            live.update(id(a) for a in eqn.args if isinstance(a, Var))
+            live.update(_inner_free_vars(eqn))
+    kept.reverse()
+    return kept
+
+
+def _inner_free_vars(eqn):
+    """Variables of the enclosing program that an equation's sub-programs read."""
+    inner = getattr(eqn.op, 'free_vars', None)
+    return inner(eqn) if inner is not None else ()
+
+
+def is_active():
+    return active() is not None

@@ -1,0 +1,430 @@
+"""Tracer values: the plain numbers of a program being recorded.
+
+Staging (``nestad.trace``, ``nestad.stage``) runs a function once on *tracers*.  A
+tracer stands where a plain number or ndarray would be: at the bottom of every tower
+of Bundles and TapeCells, below every perturbation.  Whatever reaches a tracer is
+therefore a computation on plain values, and it is recorded as one equation
+``v = prim(a, b)`` of an ANF program (``nestad.staging.program``).  Derivative
+operators inside the traced function run as usual on Bundles and TapeCells of
+tracers: their tags exist while tracing only, and the program holds the primal,
+tangent and sensitivity arithmetic they did, on plain values.
+
+A tracer also carries an *example value*, the concrete value it has for the
+arguments the trace was made at.  Comparisons use it to answer ``if``/``while``
+and record a *guard*: the program is valid only for arguments that make every
+comparison come out the same way (``nestad.stage`` retraces when one does not).
+
+A scalar ``Tracer`` counts as a ``numbers.Real`` (as the numbers it stands for do),
+so nestad's code treats it as a constant of every run of AD; lifting and array
+primitives test for it before calling a primitive's plain implementation.
+"""
+import numbers
+import threading
+
+import numpy as np
+
+from .errors import NestadError
+
+
+class StagingError(NestadError, TypeError):
+    """Something a traced function did cannot be recorded as a program."""
+
+
+class Var:
+    """A variable of a program: a value of known shape and dtype."""
+    __slots__ = ('shape', 'dtype', 'scalar')
+
+    def __init__(self, shape, dtype, scalar):
+        self.shape, self.dtype, self.scalar = shape, dtype, scalar
+
+    def __repr__(self):
+        return f"Var({self.shape}, {self.dtype})"
+
+
+class Eqn:
+    """``outs = op(*args, **params)``; each arg a Var or a constant.  ``tree``
+    rebuilds the op's output structure from ``outs`` (None: one output)."""
+    __slots__ = ('op', 'args', 'params', 'outs', 'tree')
+
+    def __init__(self, op, args, params, outs, tree=None):
+        self.op, self.args, self.params, self.outs, self.tree = op, args, params, outs, tree
+
+
+def _aval(val):
+    """(shape, dtype, scalar) of an example value."""
+    if isinstance(val, np.ndarray):
+        return val.shape, val.dtype, False
+    if isinstance(val, (bool, np.bool_)):
+        return (), np.dtype(bool), True
+    if isinstance(val, (int, np.integer)):
+        return (), np.dtype(int), True
+    return (), np.result_type(val), True
+
+
+class Trace:
+    """A program being recorded: equations in execution order, guards among them.
+
+    A trace of a loop's body or condition has the enclosing trace as ``parent``:
+    tracers of the parent that it meets are *captured* as extra inputs
+    (``captures``: (parent tracer, own Var) pairs).  Guards are refused there, since
+    a body must be valid in every iteration, not only the one it was traced at."""
+
+    def __init__(self, parent=None, purpose=None):
+        self.eqns = []
+        self.cse = {}
+        self.parent = parent
+        self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
+        self.captured = {}              # id(parent Var) -> own tracer
+        self.captures = []
+
+    def new_tracer(self, val):
+        """A tracer for a new input variable with example value ``val``."""
+        return _wrap(self, Var(*_aval(val)), val)
+
+    def record(self, op, args, params, val, tree=None, cse=True):
+        """Append ``op(*args, **params)``, whose value at the example is ``val``;
+        return its tracer (or the structure ``tree`` of tracers)."""
+        simplify = SIMPLIFY.get(op)
+        if simplify is not None:
+            same = simplify(*args)
+            if same is not None:
+                return same
+        ins = tuple(a.var if isinstance(a, _TRACERS) else a for a in args)
+        key = _cse_key(op, ins, params) if cse else None
+        if key is not None:
+            hit = self.cse.get(key)
+            if hit is not None:
+                return hit
+        if tree is None:
+            out = _wrap(self, Var(*_aval(val)), val)
+            outs = (out.var,)
+        else:                     # several outputs: tree = (example leaves, TreeDef)
+            out_leaves = [_wrap(self, Var(*_aval(v)), v) for v in tree[0]]
+            outs = tuple(t.var for t in out_leaves)
+            out = tree[1].build(out_leaves)
+        self.eqns.append(Eqn(op, ins, params, outs, None if tree is None else tree[1]))
+        if key is not None:
+            self.cse[key] = out
+        return out
+
+
+# op -> function of its arguments giving an argument that equals the result exactly
+# (x * 1.0 is x for every float), or None: applied before recording.
+SIMPLIFY = {}
+
+
+def _const_key(c):
+    if isinstance(c, float):
+        return (float, c.hex())          # keeps -0.0 apart from 0.0
+    if isinstance(c, (int, bool, str, type(None))):
+        return (type(c), c)
+    if isinstance(c, np.ndarray):
+        return (np.ndarray, id(c))       # the eqn keeps the array alive
+    return (type(c), id(c))
+
+
+def _param_key(v):
+    if isinstance(v, slice):
+        return ('slice', _param_key(v.start), _param_key(v.stop), _param_key(v.step))
+    if isinstance(v, tuple):
+        return tuple(_param_key(x) for x in v)
+    return _const_key(v)
+
+
+def _cse_key(op, ins, params):
+    try:
+        args = tuple(('v', id(a)) if isinstance(a, Var) else ('c',) + _const_key(a) for a in ins)
+        key = (id(op), args,
+               tuple(sorted((k, _param_key(v)) for k, v in params.items())) if params else ())
+        hash(key)
+        return key
+    except TypeError:            # unhashable params: no sharing
+        return None
+
+
+# ---------------------------------------------------------------- the active trace
+
+_state = threading.local()
+
+
+def active():
+    """The innermost trace being recorded in this thread, or None."""
+    stack = getattr(_state, 'stack', None)
+    return stack[-1] if stack else None
+
+
+class recording:
+    """``with recording(trace):`` makes ``trace`` the active one."""
+    __slots__ = ('trace',)
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        if not hasattr(_state, 'stack'):
+            _state.stack = []
+        _state.stack.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc):
+        _state.stack.pop()
+
+
+def resolve(args):
+    """(trace, args): the innermost active trace, and ``args`` with the tracers of
+    enclosing traces captured into it."""
+    t = active()
+    out = None
+    for i, a in enumerate(args):
+        if isinstance(a, _TRACERS) and a.trace is not t:
+            if out is None:
+                out = list(args)
+            out[i] = _capture(t, a)
+    return t, (args if out is None else out)
+
+
+def _capture(t, x):
+    if x.trace is t:
+        return x
+    if t is None:
+        raise StagingError(
+            "a traced value was used after its nestad.trace/stage call returned (it escaped "
+            "through a side effect). Return values out of the traced function instead.")
+    if t.parent is None:
+        raise StagingError(
+            "a value traced by one nestad.trace/stage call was used inside another (it "
+            "escaped through a closure or a global). Pass it to the inner staged function "
+            "as an argument.")
+    outer = _capture(t.parent, x)
+    own = t.captured.get(id(outer.var))
+    if own is None:
+        own = t.captured[id(outer.var)] = t.new_tracer(outer.val)
+        t.captures.append((outer, own.var))
+    return own
+
+
+# ---------------------------------------------------------------- tracer values
+
+def _refuse_concrete(what):
+    raise StagingError(
+        f"{what} of a traced value: the staged program would be specialised on this one "
+        "value. Use nestad's functions on it (nestad.floor, nestad.numpy...), compare it "
+        "(comparisons are recorded as guards), or pass the argument it comes from as a "
+        "static one (nestad.stage(f, static_argnums=...)).")
+
+
+class _TracerBase:
+    __slots__ = ('trace', 'var', 'val')
+
+    def __init__(self, trace, var, val):
+        self.trace, self.var, self.val = trace, var, val
+
+    @property
+    def shape(self):
+        return self.var.shape
+
+    @property
+    def ndim(self):
+        return len(self.var.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.var.shape))
+
+    @property
+    def dtype(self):
+        return self.var.dtype
+
+    def __float__(self):
+        _refuse_concrete("float()")
+
+    def __int__(self):
+        _refuse_concrete("int()")
+
+    def __index__(self):
+        _refuse_concrete("using as an index")
+
+    def __complex__(self):
+        _refuse_concrete("complex()")
+
+    def __hash__(self):
+        raise StagingError("traced values are unhashable: a cache keyed by value would be "
+                           "specialised on the example value the trace was made at")
+
+    def __format__(self, spec):
+        return f"<traced {format(self.val, spec)}>"
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.val!r})"
+
+
+class Tracer(_TracerBase):
+    """A traced real scalar or bool (arithmetic installed by nestad.primitives).
+    Comparisons give traced bools; ``if`` on one records a guard."""
+    __slots__ = ()
+
+    def __bool__(self):
+        if self.var.dtype == bool:
+            return guard(self)
+        return guard(_comparisons()['ne'](self, 0))
+
+    def __lt__(self, other):
+        return _compare('lt', self, other)
+
+    def __le__(self, other):
+        return _compare('le', self, other)
+
+    def __gt__(self, other):
+        return _compare('gt', self, other)
+
+    def __ge__(self, other):
+        return _compare('ge', self, other)
+
+    def __eq__(self, other):
+        return _compare('eq', self, other)
+
+    def __ne__(self, other):
+        return _compare('ne', self, other)
+
+    __hash__ = _TracerBase.__hash__
+
+
+numbers.Real.register(Tracer)
+
+
+class ArrayTracer(_TracerBase):
+    """A traced ndarray (its arithmetic and numpy protocols are installed by
+    nestad.numpy).  Comparisons give traced boolean arrays, as numpy's do."""
+    __slots__ = ()
+
+    def __len__(self):
+        if not self.var.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.var.shape[0]
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        return guard(self if self.var.dtype == bool else np.not_equal(self, 0))
+
+    __hash__ = _TracerBase.__hash__
+
+
+_TRACERS = (Tracer, ArrayTracer)
+
+
+def is_tracer(x):
+    return isinstance(x, _TRACERS)
+
+
+def _wrap(trace, var, val):
+    return (Tracer if var.scalar else ArrayTracer)(trace, var, val)
+
+
+# ---------------------------------------------------------------- comparisons and guards
+
+class Guard:
+    """An equation that asserts a traced bool has the value it had when traced."""
+    name = 'guard'
+
+    def __repr__(self):
+        return '<guard>'
+
+
+GUARD = Guard()
+
+
+def guard(c):
+    """Record that the traced bool ``c`` must keep its example value; return that value."""
+    t = c.trace
+    value = bool(c.val)
+    if t.purpose is not None:
+        raise StagingError(
+            f"a comparison decides a Python `if` (or `and`, `or`, `min`...) inside {t.purpose}: "
+            "its outcome may change from one iteration to the next, so it cannot be fixed "
+            "when the loop is traced. Choose values with nestad.where(cond, x, y) instead.")
+    t.eqns.append(Eqn(GUARD, (c.var,), {'expect': value}, ()))
+    return value
+
+
+def _comparisons():
+    from .primitives import COMPARISONS
+    return COMPARISONS
+
+
+def _compare(cmp, x, y):
+    from .values import Perturbed
+    if isinstance(y, Perturbed):
+        return NotImplemented         # the Perturbed side answers (on primal values)
+    return _comparisons()[cmp](x, y)  # a traced bool (a traced bool array against an array)
+
+
+def apply_traced(op, args, params):
+    """``op`` applied to plain values some of which are tracers: evaluate it on the
+    example values and record it."""
+    trace, args = resolve(args)
+    vals = [a.val if isinstance(a, _TRACERS) else a for a in args]
+    return trace.record(op, args, params, op.plain(*vals, **params))
+
+
+def any_tracer(args):
+    for a in args:
+        if isinstance(a, _TRACERS):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- numpy calls on tracers
+
+_NUMPY_CALLS = {}
+# Functions of an array's shape and dtype only: answered from the example value.
+_STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like,
+                     np.empty_like, np.iscomplexobj, np.isrealobj}
+
+
+def record_numpy_call(func, args, kwargs):
+    """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is."""
+    from .staging.program import NumpyCall
+    from .structures import flatten
+    leaves, tree = flatten((tuple(args), dict(kwargs)))
+    vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
+    a, k = tree.build(vals)
+    if func in _STATIC_FUNCTIONS:
+        return func(*a, **k)
+    trace, leaves = resolve(leaves)
+    op = _NUMPY_CALLS.get(func)
+    if op is None:
+        op = _NUMPY_CALLS[func] = NumpyCall(func)
+    out = func(*a, **k)
+    out_leaves, out_tree = flatten(out)
+    if out_tree.children is None:
+        return trace.record(op, leaves, {'tree': tree}, out)
+    return trace.record(op, leaves, {'tree': tree}, None, tree=(out_leaves, out_tree))
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    from .values import Perturbed
+    if any(isinstance(x, Perturbed) for x in inputs):
+        return NotImplemented             # the perturbed argument's protocol answers
+    if kwargs.get('out') is not None:
+        raise StagingError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a traced "
+                           "value into an array")
+    func = ufunc if method == '__call__' else getattr(ufunc, method)
+    return record_numpy_call(func, inputs, kwargs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    from .values import Perturbed
+    if any(issubclass(t, Perturbed) for t in types):
+        return NotImplemented
+    return record_numpy_call(func, args, kwargs)
+
+
+def _array(self, dtype=None, copy=None):
+    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array)")
+
+
+_TracerBase.__array_ufunc__ = _array_ufunc
+_TracerBase.__array_function__ = _array_function
+_TracerBase.__array__ = _array
