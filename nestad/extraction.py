@@ -50,7 +50,7 @@ def _extract(tag, y, part, op):
     memo = _Memo()
     out = []
     for k, x in enumerate(leaves):
-        if not isinstance(x, (Perturbed, Real, np.ndarray)) and not callable(x):
+        if not isinstance(x, (Perturbed, Real, np.ndarray, ArrayTracer)) and not callable(x):
             raise InvalidInputError(
                 f"{op}: output{leaf_paths(y)[k]} is a {type(x).__name__} ({x!r:.60}); a "
                 "differentiated function must return numbers, functions, or structures of them.")

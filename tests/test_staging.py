@@ -411,3 +411,28 @@ def test_staged_programs_equal_eager_in_every_pairing(case):
     for pairing in PAIRINGS:
         op = D[pairing[0]](D[pairing[1]](f))
         assert close(nd.stage(op)(xs[0]), op(xs[0]), rtol=1e-12, atol=1e-300)
+
+
+# ---------------------------------------------------------------- every array primitive, staged
+
+from test_arrays_stacked_properties import CASES, scalarised   # noqa: E402
+from hypothesis import HealthCheck, strategies as st            # noqa: E402
+
+
+@pytest.mark.parametrize('name', sorted(CASES))
+@settings(max_examples=3, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_every_array_primitive_staged_equals_eager(name, data):
+    n = data.draw(st.integers(1, 3), label='n')
+    r = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label='seed'))
+    f, args, argnums = CASES[name](data.draw, r, n, n)
+    F = scalarised(f, np.shape(nd.primal_value(f(*args))), r)
+    grad = nd.gradient_r(F, argnums=argnums)
+    staged = nd.stage(grad)
+    for got, want in zip(staged(*args), grad(*args)):
+        assert close(got, want, rtol=1e-12, atol=1e-14)
+    x, rest = args[0], args[1:]
+    v = r.uniform(-1, 1, size=np.shape(x))
+    hvp = lambda x, v: nd.jvp(nd.gradient_r(lambda y: F(y, *rest)), (x,), (v,))[1]   # noqa: E731
+    assert close(nd.stage(hvp)(x, v), hvp(x, v), rtol=1e-10, atol=1e-12)

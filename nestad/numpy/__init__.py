@@ -798,10 +798,9 @@ def prod(x, axis=None, keepdims=False):
 def _extreme(name, npfn):
     def share(x, out, axis, keepdims):
         # the derivative goes to the extreme entries, split equally between ties
-        xv = primal_value(x)
-        ov = _np.asarray(primal_value(out))
+        xv, ov = primal_value(x), primal_value(out)
         ov = ov if keepdims else _np.expand_dims(ov, _neg_axes(axis, _np.ndim(xv)))
-        mask = (xv == ov).astype(float)
+        mask = _np.where(xv == ov, 1.0, 0.0)        # numpy calls: they stage too
         return mask / _np.sum(mask, axis=_neg_axes(axis, _np.ndim(xv)), keepdims=True)
     prim = _define(
         name, lambda x, axis, keepdims: npfn(x, axis=axis, keepdims=keepdims),
