@@ -14,6 +14,7 @@ from ..tracer import ArrayTracer
 from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
 UFUNCS = {
+    np.conjugate: lambda x: x,          # of a real value
     np.add: anp.add, np.subtract: anp.subtract, np.multiply: anp.multiply,
     np.true_divide: anp.divide, np.power: anp.power, np.negative: anp.negative,
     np.positive: anp.positive, np.absolute: anp.absolute, np.sign: anp.sign,
@@ -55,6 +56,8 @@ FUNCTIONS = {
     np.zeros_like: lambda x, *a, **k: np.zeros_like(primal_value(x), *a, **k),
     np.ones_like: lambda x, *a, **k: np.ones_like(primal_value(x), *a, **k),
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
+    # Real values: the real part is the value, the imaginary part zero.
+    np.real: lambda x: x, np.imag: lambda x: np.zeros_like(primal_value(x)),
     np.copy: anp.copy,
 }
 if hasattr(np, 'astype'):            # numpy >= 2.1
