@@ -102,7 +102,7 @@ class ArrayPrimitive:
         self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
         self.lifted = None
         self.emit = emit
-        registry.register(self, f"{namespace}.{name}")
+        registry.register(self, name if namespace is None else f"{namespace}.{name}")
 
     def __repr__(self):
         return f"<array primitive {self.name}>"

@@ -44,7 +44,7 @@ def while_loop(cond, body, state):
             raise InvalidInputError(
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
-    if not any(is_tracer(primal_value(x)) for x in leaves):
+    if active() is None and not any(is_tracer(primal_value(x)) for x in leaves):
         while cond(state):                 # eager: Python's loop, overloading as usual
             state = body(state)
         return state

@@ -1,0 +1,181 @@
+"""stop_gradient, checkpoint, checkpoint_loop and fixed_point: values against closed forms
+and finite differences, in every mode and pairing, eager and staged."""
+import math
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+
+D = {'f': nd.derivative, 'r': nd.gradient_r}
+PAIRINGS = ['ff', 'fr', 'rf', 'rr']
+
+
+def nest(modes, f):
+    for m in reversed(modes):
+        f = D[m](f)
+    return f
+
+
+# ---------------------------------------------------------------- stop_gradient
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+def test_stop_gradient_blocks_every_run(modes):
+    # d/dx [stop(x) * x] = stop(x); its derivative is 0 (no run sees through stop)
+    f = lambda x: nd.stop_gradient(x) * x           # noqa: E731
+    want = {1: 1.5, 2: 0.0}[len(modes)]
+    assert nest(modes, f)(1.5) == want
+    assert nd.stage(nest(modes, f))(1.5) == want
+
+
+def test_stop_gradient_on_structures_and_arrays():
+    g = nd.gradient_r(lambda p: anp.sum(p['w'] * nd.stop_gradient(p)['w']) + p['b'])(
+        {'w': np.array([1.0, 2.0]), 'b': 3.0})
+    assert np.all(g['w'] == [1.0, 2.0]) and g['b'] == 1.0
+    # an inner run's value held constant inside an outer derivative
+    h = nd.derivative(lambda a: nd.derivative(lambda x: nd.stop_gradient(a * x) * x)(2.0))(3.0)
+    assert h == 0.0
+
+
+# ---------------------------------------------------------------- checkpoint
+
+def _segment(s, x):
+    for _ in range(50):
+        s = s + 0.01 * nd.sin(s * x)
+    return s
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+def test_checkpoint_gives_the_same_derivatives(modes):
+    plain = lambda x: _segment(_segment(x, x), x)                            # noqa: E731
+    ck = nd.checkpoint(_segment)
+    checked = lambda x: ck(ck(x, x), x)                                      # noqa: E731
+    assert math.isclose(nest(modes, checked)(0.7), nest(modes, plain)(0.7), rel_tol=1e-12)
+
+
+def test_checkpoint_with_several_outputs_and_arrays():
+    f = nd.checkpoint(lambda a, b: (anp.sum(anp.sin(a) * b), anp.cos(a) * b))
+    g = lambda a, b: (anp.sum(anp.sin(a) * b), anp.cos(a) * b)               # noqa: E731
+    loss = lambda h: lambda a, b: h(a, b)[0] + anp.sum(h(a, b)[1] ** 2)      # noqa: E731
+    a, b = np.array([0.3, -0.4, 1.1]), np.array([2.0, 0.5, -1.0])
+    for got, want in zip(nd.gradient_r(loss(f), (0, 1))(a, b), nd.gradient_r(loss(g), (0, 1))(a, b)):
+        assert np.allclose(got, want, rtol=1e-13)
+    assert np.allclose(nd.hessian(loss(f))(a, b), nd.hessian(loss(g))(a, b), rtol=1e-12)
+
+
+def test_checkpoint_of_a_closure_over_the_differentiated_value_warns_and_is_correct():
+    x0 = 0.7
+    with pytest.warns(UserWarning, match="closure"):
+        got = nd.gradient_r(lambda x: nd.checkpoint(lambda s: _segment(s, x))(x))(x0)
+    assert math.isclose(got, nd.gradient_r(lambda x: _segment(x, x))(x0), rel_tol=1e-13)
+
+
+def _loop_step(s):
+    return (s[0] + 0.001 * nd.sin(s[0] * s[1]), s[1])
+
+
+def test_checkpoint_loop_saves_memory_and_keeps_the_gradient():
+    """The reverse gradient of a 100,000-step scalar loop, checkpointed every sqrt(n)
+    steps, with a peak of traced memory at most 1/20 of the unchecked run's."""
+    n = 100_000
+
+    def unchecked(x):
+        s = (x, x)
+        for _ in range(n):
+            s = _loop_step(s)
+        return s[0]
+
+    def checked(x):
+        return nd.checkpoint_loop(_loop_step, (x, x), n)[0]
+
+    peaks, grads = [], []
+    for f in (unchecked, checked):
+        tracemalloc.start()
+        grads.append(nd.gradient_r(f)(0.7))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert math.isclose(grads[0], grads[1], rel_tol=1e-12)
+    assert peaks[1] <= peaks[0] / 20, f"peaks: unchecked {peaks[0]}, checkpointed {peaks[1]}"
+
+
+@pytest.mark.parametrize('modes', ['f', 'r', 'rr', 'fr'])
+def test_checkpoint_loop_in_other_modes_and_segment_sizes(modes):
+    f = lambda x: nd.checkpoint_loop(_loop_step, (x, x), 200, every=7)[0]   # noqa: E731
+
+    def g(x):
+        s = (x, x)
+        for _ in range(200):
+            s = _loop_step(s)
+        return s[0]
+    assert math.isclose(nest(modes, f)(0.7), nest(modes, g)(0.7), rel_tol=1e-12)
+
+
+# ---------------------------------------------------------------- fixed_point
+
+def sqrt_again(a):
+    """DVL's sqrt-again: sqrt as the fixed point of Heron's iteration."""
+    return nd.fixed_point(lambda x, a: (x + a / x) / 2, 1.0, a)
+
+
+@pytest.mark.parametrize('a', [4.0, 9.0, 16.0])
+def test_dvl_heron_first_and_second_derivatives(a):
+    assert sqrt_again(a) == math.sqrt(a)
+    for m in 'fr':
+        assert D[m](sqrt_again)(a) == 0.5 / math.sqrt(a)
+        assert nd.stage(D[m](sqrt_again))(a) == 0.5 / math.sqrt(a)
+    for p in PAIRINGS:
+        assert math.isclose(nest(p, sqrt_again)(a), -0.25 * a ** -1.5, rel_tol=1e-14)
+        assert math.isclose(nd.stage(nest(p, sqrt_again))(a), -0.25 * a ** -1.5, rel_tol=1e-14)
+
+
+def _contraction(p):
+    """x* = cos(x*)/2 + p: a contraction, so the iterations converge linearly."""
+    return nd.fixed_point(lambda x, p: 0.5 * nd.cos(x) + p, 0.0, p)
+
+
+def test_implicit_derivatives_of_a_linear_contraction():
+    p = 0.3
+    x = _contraction(p)
+    assert abs(x - (0.5 * math.cos(x) + p)) < 1e-11     # the default tol is 1e-12 per step
+    d1 = 1 / (1 + 0.5 * math.sin(x))                 # implicit function theorem
+    d2 = -0.5 * math.cos(x) * d1 ** 3                 # its derivative along x(p)
+    for m in 'fr':
+        assert math.isclose(D[m](_contraction)(p), d1, rel_tol=1e-11)
+    for pr in PAIRINGS:
+        assert math.isclose(nest(pr, _contraction)(p), d2, rel_tol=1e-10)
+    h = 1e-4
+    d3 = (nest('ff', _contraction)(p + h) - nest('ff', _contraction)(p - h)) / (2 * h)
+    for modes in ('fff', 'frf', 'rfr', 'rrr'):
+        assert math.isclose(nest(modes, _contraction)(p), d3, rel_tol=1e-6)
+
+
+def test_fixed_point_of_vectors_with_several_parameters():
+    # x = A x / 2 + b (a contraction for |A| < 2): x* = (I - A/2)^-1 b
+    A = np.array([[0.5, 0.2], [0.1, 0.3]])
+    b = np.array([1.0, -0.5])
+    solve = lambda A, b: nd.fixed_point(lambda x, A, b: A @ x / 2 + b, np.zeros(2), A, b)   # noqa: E731
+    want = np.linalg.solve(np.eye(2) - A / 2, b)
+    assert np.allclose(solve(A, b), want, rtol=1e-12)
+    exact = lambda A, b: anp.linalg.solve(np.eye(2) - A / 2, b)              # noqa: E731
+    loss = lambda s: lambda A, b: anp.sum(s(A, b) ** 2)                      # noqa: E731
+    for got, ref in zip(nd.gradient_r(loss(solve), (0, 1))(A, b), nd.gradient_r(loss(exact), (0, 1))(A, b)):
+        assert np.allclose(got, ref, rtol=1e-10)
+    assert np.allclose(nd.hessian(loss(solve), 1)(A, b), nd.hessian(loss(exact), 1)(A, b), rtol=1e-9)
+    assert np.allclose(nd.stage(nd.gradient_r(loss(solve), 1))(A, b),
+                       nd.gradient_r(loss(exact), 1)(A, b), rtol=1e-10)
+
+
+def test_fixed_point_does_not_differentiate_the_iterations():
+    # Starting from a perturbed guess changes nothing: x0 carries no derivative.
+    f = lambda a: nd.fixed_point(lambda x, a: (x + a / x) / 2, a, a)          # noqa: E731
+    assert nd.derivative(f)(9.0) == 1 / 6
+
+
+def test_fixed_point_errors():
+    with pytest.raises(nd.NestadError, match="did not converge"):
+        nd.fixed_point(lambda x, p: 2.0 * x + p, 1.0, 1.0, max_iter=50)
+    with pytest.raises(nd.InvalidInputError, match="closure"):
+        nd.derivative(lambda b: nd.fixed_point(lambda x, a: (x + a / x) / 2 + 0.0 * b, 1.0, 4.0))(1.0)

@@ -1,0 +1,110 @@
+"""Custom primitives (nestad.primitive with defpartials / defjvp / defvjp) in every mode,
+pairing and depth, batched and staged; check_rules finds wrong rules."""
+import math
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+
+D = {'f': nd.derivative, 'r': nd.gradient_r}
+
+
+@nd.primitive
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+softplus.defpartials(lambda x, out: anp.exp(x - out))     # the logistic function, nestable
+
+
+def logistic(x):
+    return 1 / (1 + math.exp(-x))
+
+
+@nd.primitive
+def matvec(a, x):
+    return a @ x
+
+
+matvec.defjvp(lambda t, a, x, out: t @ x, lambda t, a, x, out: a @ t)
+matvec.defvjp(lambda g, a, x, out: anp.outer(g, x), lambda g, a, x, out: anp.transpose(a) @ g)
+
+
+@nd.primitive
+def scaled_hypot(x, y, scale=1.0):
+    return scale * np.hypot(x, y)
+
+
+scaled_hypot.defpartials(lambda x, y, out, scale=1.0: scale * scale * x / out,
+                         lambda x, y, out, scale=1.0: scale * scale * y / out)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r', 'ff', 'fr', 'rf', 'rr', 'frf', 'rfr', 'rrr'])
+def test_custom_scalar_primitive_every_pairing_and_depth_three(modes):
+    f = softplus
+    for m in reversed(modes):
+        f = D[m](f)
+    s = logistic(0.3)
+    want = {1: s, 2: s * (1 - s), 3: s * (1 - s) * (1 - 2 * s)}[len(modes)]
+    assert math.isclose(f(0.3), want, rel_tol=1e-13)
+    assert math.isclose(nd.stage(f)(0.3), want, rel_tol=1e-13)
+
+
+def test_custom_primitives_pass_check_rules():
+    nd.extend.check_rules(softplus, 0.3, order=3)
+    nd.extend.check_rules(softplus, np.array([0.3, -1.2, 2.0]), order=2)
+    a = np.arange(6.0).reshape(2, 3) / 4
+    nd.extend.check_rules(matvec, a, np.array([0.2, -0.5, 1.0]), order=3)
+    nd.extend.check_rules(scaled_hypot, 0.3, -0.4, scale=2.0, order=2)
+    nd.extend.check_rules(scaled_hypot, np.array([0.3, 1.0]), np.array([-0.4, 0.5]), order=2)
+
+
+def test_parameters_are_passed_and_not_differentiated():
+    assert scaled_hypot(3.0, 4.0, scale=2.0) == 10.0
+    assert nd.gradient_r(lambda x: scaled_hypot(x, 4.0, scale=2.0))(3.0) == pytest.approx(4 * 3 / 10)
+
+
+def test_jvp_for_one_tangent_is_batched_for_jacobians():
+    a = np.arange(6.0).reshape(2, 3) / 4
+    x = np.array([0.2, -0.5, 1.0])
+    assert np.allclose(nd.jacobian_f(matvec, 1)(a, x), a)
+    assert np.allclose(nd.jacobian_f(matvec, 0)(a, x), nd.jacobian_r(matvec, 0)(a, x))
+    h = nd.hessian(lambda v: anp.sum(matvec(a, v) ** 3))(x)
+    assert np.allclose(h, nd.jacobian_r(nd.gradient_r(lambda v: anp.sum(matvec(a, v) ** 3)))(x))
+
+
+def test_custom_primitive_is_recorded_in_programs():
+    p = nd.trace(nd.gradient_r(lambda x: softplus(x) * 2.0), 0.5)
+    assert any('softplus' in e.op.name for e in p.eqns)
+    assert p(0.5) == nd.gradient_r(lambda x: softplus(x) * 2.0)(0.5)
+
+
+def test_check_rules_finds_a_wrong_partial_and_a_wrong_vjp():
+    @nd.primitive
+    def square(x):
+        return x * x
+    square.defpartials(lambda x, out: 3 * x)
+    with pytest.raises(AssertionError, match="central differences"):
+        nd.extend.check_rules(square, 0.7)
+
+    @nd.primitive
+    def double(x):
+        return 2 * x
+    double.defjvp(lambda t, x, out: 2 * t)
+    double.defvjp(lambda g, x, out: g)            # wrong: forward and reverse disagree
+    with pytest.raises(AssertionError, match="gradient_r vs"):
+        nd.extend.check_rules(double, np.array([1.0, 2.0]))
+
+
+def test_missing_rules_and_bad_definitions_are_clear_errors():
+    @nd.primitive
+    def only_forward(x):
+        return 2 * x
+    only_forward.defjvp(lambda t, x, out: 2 * t)
+    assert nd.derivative(only_forward)(1.0) == 2.0
+    with pytest.raises(nd.InvalidInputError, match="no reverse .*defvjp"):
+        nd.gradient_r(only_forward)(1.0)
+    with pytest.raises(nd.InvalidInputError, match="2 rules given for 1 arguments"):
+        only_forward.defpartials(lambda x, out: 2.0, lambda x, out: 1.0)
