@@ -22,3 +22,8 @@ class PerturbedConversionError(NestadError, TypeError):
 
 class EscapedPerturbationError(NestadError, ValueError):
     """A perturbed value outlived the derivative call that created it (a side effect leaked it)."""
+
+
+class UnhashableValueError(NestadError, TypeError):
+    """``hash()`` of a perturbed value: a cache keyed by it would return a result computed
+    without its derivative, so nestad values cannot be dict keys or set members."""

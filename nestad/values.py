@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from . import perturbation
-from .errors import EscapedPerturbationError, PerturbedConversionError
+from .errors import EscapedPerturbationError, PerturbedConversionError, UnhashableValueError
 
 # Cell ids: unique, increasing in creation order (an input cell is always older
 # than the cells computed from it).  ``next`` on a count is atomic under the GIL.
@@ -138,7 +138,13 @@ class Perturbed:
         return primal_value(self) != primal_value(other)
 
     def __hash__(self):
-        return hash(primal_value(self))
+        # Hashing by value would let `x in cache` find the entry of the plain number x
+        # (equal, by __eq__), and a memoised function would return it: derivative 0.
+        raise UnhashableValueError(
+            "nestad values are unhashable: a cache keyed by value (a dict, a set, "
+            "functools.lru_cache) would return a result computed without this value's "
+            "derivative. Key the cache on nestad.primal_value(x) only if the cached result "
+            "needs no derivative; otherwise do not memoise across derivative calls.")
 
     def __bool__(self):
         return bool(primal_value(self))
