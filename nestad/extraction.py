@@ -85,7 +85,14 @@ class _PartOfMap:
         self.tag, self.linear_map, self.part = tag, linear_map, part
 
     def __mul__(self, g):
-        return _part(self.tag, self.linear_map * g, self.part, _Memo())
+        # Applied by the reverse phase, after the application that split the tape has
+        # returned: the map computes on values perturbed by ``tag``, so ``tag``'s run is
+        # revived for the time of the computation (it ends inside it).
+        perturbation.revive(self.tag)
+        try:
+            return _part(self.tag, self.linear_map * g, self.part, _Memo())
+        finally:
+            perturbation.retire(self.tag)
 
 
 class _Memo:

@@ -158,12 +158,15 @@ abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
 ABS.emit = 'abs({0})'
 
 
+# floor/ceil of a float keep the sign of a zero result, as numpy's do (ceil(-0.5) == -0.0).
 def _floor_plain(x):
-    return math.floor(x) if isinstance(x, _int) else (_float(math.floor(x)) if math.isfinite(x) else x)
+    return math.floor(x) if isinstance(x, _int) else (
+        math.copysign(_float(math.floor(x)), x) if math.isfinite(x) else x)
 
 
 def _ceil_plain(x):
-    return math.ceil(x) if isinstance(x, _int) else (_float(math.ceil(x)) if math.isfinite(x) else x)
+    return math.ceil(x) if isinstance(x, _int) else (
+        math.copysign(_float(math.ceil(x)), x) if math.isfinite(x) else x)
 
 
 floor = constant('floor', _floor_plain)
@@ -175,14 +178,17 @@ ceil.__doc__ = "Smallest integer >= x; derivative zero, so the result is a plain
 # ---------------------------------------------------------------- binary functions
 
 def _pow_plain(x, y):
+    """x ** y with numpy's float64 answers where Python's differ: a negative base with a
+    finite non-integer exponent (nan, not a complex number), a zero base (signed zeros
+    and infinities, not an exception), overflow (inf)."""
+    if x < 0 and math.isfinite(y) and y != math.floor(y) or x == 0:
+        with np.errstate(all='ignore'):
+            return _float(np.power(_float(x), _float(y)))
     try:
-        out = x ** y
-    except ZeroDivisionError:       # 0 ** negative
-        return _inf
+        return x ** y
     except OverflowError:
         with np.errstate(all='ignore'):
             return _float(np.power(_float(x), _float(y)))
-    return _nan if out.__class__ is complex else out
 
 
 def _dpow_dbase(x, y):
@@ -201,8 +207,8 @@ def _dpow_dexponent(x, out):
 
 pow, POW = binary('pow', _pow_plain,
                   lambda x, y, out: _dpow_dbase(x, y),
-                  lambda x, y, out: _dpow_dexponent(x, out),
-                  emit='math.pow({0}, {1})')
+                  lambda x, y, out: _dpow_dexponent(x, out))
+# (staged code calls _pow_plain: math.pow differs from numpy at negative infinity)
 
 
 def _atan2_plain(y, x):
@@ -233,12 +239,14 @@ def _tie_split_plain(a, b):
 _tie_split = constant('tie_split', _tie_split_plain)
 
 
+# As numpy's: nan wins from either side, and of two equal values (0.0 and -0.0) the
+# second is the answer.
 def _minimum_plain(x, y):
-    return x if x <= y else y
+    return x if x < y or x != x else y
 
 
 def _maximum_plain(x, y):
-    return x if x >= y else y
+    return x if x > y or x != x else y
 
 
 minimum, MINIMUM = binary('minimum', _minimum_plain,

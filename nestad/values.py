@@ -28,6 +28,21 @@ _cell_ids = itertools.count()
 next_id = _cell_ids.__next__
 
 
+# Every operation on a perturbed value builds its result through these constructors,
+# with the operand's tag: checking there that the tag's run is still going catches a
+# value that escaped its derivative call (through a global, a list, an attribute)
+# whatever operation it meets, for one dict lookup.
+_live = perturbation._live
+
+
+def escaped(tag):
+    raise EscapedPerturbationError(
+        "a nestad operation met a perturbed value whose derivative call has already "
+        "returned: it escaped through a side effect (a global, a list, an attribute), and "
+        "its derivative can no longer be computed correctly. Return such values from the "
+        "differentiated function instead.")
+
+
 _STORING = (" If this came from storing a nestad value into a numpy array (out[i] = x), build "
             "the array with nestad.numpy.array or stack instead, or update it functionally: "
             "out = nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays).")
@@ -173,6 +188,8 @@ class Bundle(Perturbed):
     __slots__ = ('tag', 'primal', 'tangent')
 
     def __init__(self, tag, primal, tangent):
+        if tag not in _live:
+            escaped(tag)
         self.tag = tag
         self.primal = primal
         self.tangent = tangent
@@ -187,6 +204,8 @@ class TapeCell(Perturbed):
     __slots__ = ('tag', 'id', 'primal', 'partials', '__weakref__')
 
     def __init__(self, tag, id, primal, partials):
+        if tag not in _live:
+            escaped(tag)
         self.tag = tag
         self.id = id
         self.primal = primal
