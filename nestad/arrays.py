@@ -76,7 +76,35 @@ def make_cell(tag, primal, partials):
     return (ArrayTapeCell if is_array(primal) else TapeCell)(tag, next_id(), primal, partials)
 
 
-class VJP:
+def rebuild_bundle(tag, primal, tangent):
+    """``make_bundle`` without the liveness check: for rewriting values that already
+    exist (renaming and splitting tapes), whose tags may belong to runs that have
+    returned (inside linear maps the reverse phase will apply later)."""
+    b = object.__new__(ArrayBundle if is_array(primal) else Bundle)
+    b.tag, b.primal, b.tangent = tag, primal, tangent
+    return b
+
+
+def rebuild_cell(tag, primal, partials):
+    """``make_cell`` without the liveness check (see ``rebuild_bundle``)."""
+    c = object.__new__(ArrayTapeCell if is_array(primal) else TapeCell)
+    c.tag, c.id, c.primal, c.partials = tag, next_id(), primal, partials
+    return c
+
+
+class LinearMap:
+    """A tape partial that is a linear map (``partial * g`` applies it) rather than a
+    number.  The tape walks of ``nestad.extraction`` rewrite perturbations inside
+    partials; they reach a linear map's values only through ``renamed``, so every kind
+    of linear map is split and renamed alike."""
+    __slots__ = ()
+
+    def renamed(self, value, tag):
+        """This map with ``value`` applied to the values it holds and ``tag`` to the tags."""
+        raise NotImplementedError
+
+
+class VJP(LinearMap):
     """A linear map from an output sensitivity to one argument's sensitivity."""
     __slots__ = ('rule', 'primals', 'out', 'params')
 
@@ -85,6 +113,13 @@ class VJP:
 
     def __mul__(self, g):
         return self.rule(g, *self.primals, out=self.out, **self.params)
+
+    def renamed(self, value, tag):
+        primals = tuple(value(p) for p in self.primals)
+        out = value(self.out)
+        if out is self.out and all(n is o for n, o in zip(primals, self.primals)):
+            return self
+        return VJP(self.rule, primals, out, self.params)
 
 
 class ArrayPrimitive:

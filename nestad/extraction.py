@@ -23,7 +23,7 @@ from numbers import Real
 import numpy as np
 
 from . import perturbation
-from .arrays import VJP, make_bundle, make_cell
+from .arrays import LinearMap, rebuild_bundle, rebuild_cell
 from .errors import EscapedPerturbationError, InvalidInputError, NestadError
 from .reverse import topological_order
 from .structures import flatten, leaf_paths
@@ -76,9 +76,10 @@ def _is_zero(x):
     return cls is np.ndarray and not x.any()
 
 
-class _PartOfMap:
+class _PartOfMap(LinearMap):
     """One part (along ``tag``) of a linear map's results: the partial of a split cell
-    when the original partial is a VJP.  ``L g = L0 g + (L1 g) eps`` for g free of eps."""
+    when the original partial is a linear map.  ``L g = L0 g + (L1 g) eps`` for g free
+    of eps."""
     __slots__ = ('tag', 'linear_map', 'part')
 
     def __init__(self, tag, linear_map, part):
@@ -93,6 +94,11 @@ class _PartOfMap:
             return _part(self.tag, self.linear_map * g, self.part, _Memo())
         finally:
             perturbation.retire(self.tag)
+
+    def renamed(self, value, tag):
+        inner = self.linear_map.renamed(value, tag)
+        t = tag(self.tag)
+        return self if inner is self.linear_map and t == self.tag else _PartOfMap(t, inner, self.part)
 
 
 class _Memo:
@@ -116,8 +122,8 @@ def _part(tag, x, part, memo):
         p = _part(tag, x.primal, part, memo)
         d = _part(tag, x.tangent, part, memo)
         if part:
-            return 0.0 if _is_zero(p) and _is_zero(d) else make_bundle(t, p, d)
-        return x if p is x.primal and d is x.tangent else make_bundle(t, p, d)
+            return 0.0 if _is_zero(p) and _is_zero(d) else rebuild_bundle(t, p, d)
+        return x if p is x.primal and d is x.tangent else rebuild_bundle(t, p, d)
     if isinstance(x, Real):
         return 0.0 if part else x
     if isinstance(x, (np.ndarray, ArrayTracer)):
@@ -148,7 +154,7 @@ def _split(tag, root, memo):
         parts = []
         for inp, d in cell.partials:
             i0, i1 = pairs[inp.id]
-            if isinstance(d, (VJP, _PartOfMap)):
+            if isinstance(d, LinearMap):
                 d0, d1 = _PartOfMap(tag, d, PRIMAL), _PartOfMap(tag, d, TANGENT)
             else:
                 d0, d1 = _part(tag, d, PRIMAL, memo), _part(tag, d, TANGENT, memo)
@@ -161,8 +167,8 @@ def _split(tag, root, memo):
         partials0 = tuple((i0, d0) for i0, _, d0, _ in parts)
         partials1 = tuple([(i1, d0) for _, i1, d0, _ in parts if isinstance(i1, TapeCell)]
                           + [(i0, d1) for i0, _, _, d1 in parts if not _is_zero(d1)])
-        c0 = make_cell(cell.tag, p0, partials0)
-        c1 = make_cell(cell.tag, p1, partials1) if partials1 else p1
+        c0 = rebuild_cell(cell.tag, p0, partials0)
+        c1 = rebuild_cell(cell.tag, p1, partials1) if partials1 else p1
         pairs[cell.id] = (c0, c1)
     return pairs[root.id]
 
@@ -237,12 +243,9 @@ def _rename(a, b, x, memo):
         return x if p is x.primal and d is x.tangent else _bundle(t, p, d)
     if isinstance(x, TapeCell):
         return x if x.tag < a else _rename_cell(a, b, x, memo)
-    if isinstance(x, VJP):
-        primals = tuple(_rename(a, b, p, memo) for p in x.primals)
-        out = _rename(a, b, x.out, memo)
-        if out is x.out and all(n is o for n, o in zip(primals, x.primals)):
-            return x
-        return VJP(x.rule, primals, out, x.params)
+    if isinstance(x, LinearMap):
+        return x.renamed(lambda v: _rename(a, b, v, memo),
+                         lambda t: b if t == a else (a if t == b else t))
     if callable(x) and not isinstance(x, Real):
         return RenamedFunction(a, b, x)
     return x
@@ -258,10 +261,10 @@ def _bundle(t, p, d):
     td = d.tag if isinstance(d, Perturbed) else -1
     u = tp if tp > td else td
     if u < t:
-        return make_bundle(t, p, d)
+        return rebuild_bundle(t, p, d)
     p0, p1 = (p.primal, p.tangent) if tp == u else (p, 0.0)
     d0, d1 = (d.primal, d.tangent) if td == u else (d, 0.0)
-    return make_bundle(u, _bundle(t, p0, d0), _bundle(t, p1, d1))
+    return rebuild_bundle(u, _bundle(t, p0, d0), _bundle(t, p1, d1))
 
 
 def _rename_cell(a, b, root, memo):
@@ -282,5 +285,5 @@ def _rename_cell(a, b, root, memo):
         partials = tuple((memo[inp.id], _rename(a, b, d, memo)) for inp, d in cell.partials)
         same = p is cell.primal and all(n[0] is o[0] and n[1] is o[1]
                                         for n, o in zip(partials, cell.partials))
-        memo[cell.id] = cell if same else make_cell(cell.tag, p, partials)
+        memo[cell.id] = cell if same else rebuild_cell(cell.tag, p, partials)
     return memo[root.id]

@@ -24,7 +24,11 @@ STRIDE = 1 << 32
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _live = {}                      # tag -> number of running calls that use it
-_adjacent = {}                  # run tag -> counter of its adjacent tags
+# Adjacent tags come from one counter for all runs (a table of counters per run would
+# keep an entry for every function-valued derivative ever made).  Adjacent tags of one
+# run are distinct until 2**32 - 1 of them have been made since the oldest one still in
+# use, far beyond any nesting.
+_adjacent = itertools.count(1)
 
 
 def fresh():
@@ -37,10 +41,8 @@ def fresh():
 
 def adjacent(tag):
     """A new tag in the gap above ``tag``'s run, marked live."""
-    base = tag - tag % STRIDE
+    new = tag - tag % STRIDE + 1 + next(_adjacent) % (STRIDE - 1)
     with _lock:
-        count = _adjacent.setdefault(base, itertools.count(1))
-        new = base + next(count)
         _live[new] = 1
     return new
 
