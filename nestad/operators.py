@@ -21,7 +21,7 @@ from . import perturbation
 from .arrays import make_bundle, make_cell, subclass_error
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
-from .reverse import backpropagate, gc_paused
+from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
 from .tracer import ArrayTracer
 from .values import Bundle, Perturbed, primal_value
@@ -288,7 +288,7 @@ def _value_and_gradient(f, spec, args, kwargs, op):
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
     try:
-        with gc_paused():
+        with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
             _check_scalar(out, op)
@@ -361,7 +361,7 @@ def _vjp(f, primals, kwargs, op, name="primals"):
     leaves, treedef = _leaves_of(primals, op, name)
     tag = perturbation.fresh()
     try:
-        with gc_paused():
+        with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells), **kwargs)
         out_leaves, out_def = flatten(out, "output", op)

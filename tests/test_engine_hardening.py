@@ -225,3 +225,41 @@ def test_depth_three_and_scalar_variants_agree_with_finite_differences():
     # second order through it: reverse over reverse, forward over reverse
     hess = nd.hessian(lambda w: _amazing(w))(wa)
     assert np.allclose(hess, nd.jacobian_r(nd.gradient_r(_amazing))(wa), rtol=1e-10)
+
+
+# ---------------------------------------------------------------- garbage collection
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+        self.data = [float(i) for i in range(1000)]      # about 32 kB
+
+
+def test_cyclic_garbage_made_inside_gradient_r_is_collected_while_the_tape_lives():
+    import gc
+    import tracemalloc
+
+    def f(x):
+        acc = 0.0
+        for _ in range(3000):               # about 100 MB of cycles in all
+            _Cycle()
+            acc = acc * 0.999 + nd.sin(x * 1.01)
+        return acc
+    threshold = gc.get_threshold()
+    tracemalloc.start()
+    g = nd.gradient_r(f)(0.3)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert math.isfinite(g)
+    assert peak < 40e6, f"peak {peak / 1e6:.1f} MB: cyclic garbage kept while the tape lived"
+    assert gc.get_threshold() == threshold and gc.isenabled()
+
+
+def test_a_disabled_collector_stays_disabled():
+    import gc
+    gc.disable()
+    try:
+        nd.gradient_r(lambda x: x * x)(1.0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
