@@ -7,8 +7,8 @@ reads one JSON message per line from the eval and answers each with one line:
 * ``start``: ``{"id", "tool": "nestad", "config": {versions}}``;
 * ``define``: ``success`` true if ``module`` is one of the evals in ``evals/``;
 * ``evaluate``: runs ``module.function`` on ``input`` at least ``min_runs`` times and
-  until ``min_seconds`` have been spent (once when the input has neither, as in
-  ``hello``), and answers the last result as ``output`` with one ``evaluate`` timing
+  until ``min_seconds`` have been spent (at least once: there must be an output;
+  once when the input has neither field, as in ``hello``), and answers the last result as ``output`` with one ``evaluate`` timing
   per run (nanoseconds of the call alone, JSON conversion excluded); an exception
   becomes ``success: false`` with its traceback as ``error``;
 * anything else (``analysis``, ...): ``{"id"}``.
@@ -61,7 +61,7 @@ def evaluate(message):
     min_seconds = runs.get('min_seconds', 0)
     args = fn.prepare(data)
     timings, elapsed = [], 0
-    while len(timings) < min_runs or elapsed < min_seconds:
+    while not timings or len(timings) < min_runs or elapsed < min_seconds:
         t0 = time.perf_counter_ns()
         result = fn.compute(*args)
         t1 = time.perf_counter_ns()

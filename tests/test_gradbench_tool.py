@@ -108,6 +108,9 @@ def test_runs_and_timings(tool):
     input = {'x': [0.5, -1.0, 2.0], 'min_runs': 1, 'min_seconds': 0.02}
     timings = tool.evaluate('lse', 'primal', input)['timings']
     assert sum(t['nanoseconds'] for t in timings) >= 0.02e9
+    # min_runs 0 still gives an output, from one run
+    input = {'x': [0.5, -1.0, 2.0], 'min_runs': 0, 'min_seconds': 0}
+    assert len(tool.evaluate('lse', 'primal', input)['timings']) == 1
     # hello's input has no runs fields: one run
     assert len(tool.evaluate('hello', 'double', 1.5)['timings']) == 1
 
