@@ -4,12 +4,17 @@
 
 Reads logs in the format of GradBench's intermediary (as written by ``drive.py -o``
 or ``gradbench run -o``), and prints one Markdown table per eval: a row per
-workload (the ``description`` of the evaluate messages) and, per tool, the time of
-each function.  A time is the mean of the ``evaluate`` timings of one message, as
-GradBench's own scorer takes it.  A cell is marked ``invalid`` when the eval's
-analysis rejected the output, ``failed`` when the tool reported no success, and
-left blank when the tool has no implementation of the eval.  Evaluations without a
-``description`` (``hello``'s) are left out, as GradBench's scorer leaves them out.
+workload (the ``description`` of the evaluate messages) and, per tool (in the order
+of the files given), the time of each function.  A time is the mean of the
+``evaluate`` timings of one message, as GradBench's own scorer takes it.  A cell is
+marked ``invalid`` when the eval's analysis rejected the output and ``failed`` when
+the tool reported no success.  Evaluations without a ``description`` (``hello``'s)
+are left out, as GradBench's scorer leaves them out.
+
+Under each table, the ``total`` line is GradBench's score for the classic evals
+(the sum over workloads of every function's mean time), taken over the workloads
+that every tool in the table completed with valid outputs, so that the totals
+compare the same work.
 """
 import json
 import sys
@@ -24,7 +29,7 @@ def fmt(ns):
 
 
 def read(path):
-    """(eval, tool, {(description, function): cell text}, [functions in order])."""
+    """(eval, tool, {(description, function): [mean ns or None, note]}, [functions])."""
     eval_name = tool = None
     cells, functions = {}, []
     pending, by_id = {}, {}
@@ -32,32 +37,38 @@ def read(path):
         for line in f:
             entry = json.loads(line)
             if 'message' in entry:
-                message = entry['message']
-                pending = message
+                message = pending = entry['message']
                 if message.get('kind') == 'start':
                     eval_name = message.get('eval')
                 elif message.get('kind') == 'analysis' and not message['valid']:
                     key = by_id.get(message['of'])
                     if key:
-                        cells[key] += ' (invalid)'
+                        cells[key][1] = 'invalid'
                 continue
             response = entry['response']
             kind = pending.get('kind')
             if kind == 'start':
                 tool = response.get('tool')
             elif kind == 'evaluate' and 'description' in pending:
-                # as GradBench's scorer: evaluations without a description are not timed
                 key = (pending['description'], pending['function'])
                 if pending['function'] not in functions:
                     functions.append(pending['function'])
-                if response.get('success'):
-                    times = [t['nanoseconds'] for t in response.get('timings') or ()
-                             if t['name'] == 'evaluate']
-                    cells[key] = fmt(sum(times) / len(times)) if times else '?'
+                times = [t['nanoseconds'] for t in response.get('timings') or ()
+                         if t['name'] == 'evaluate']
+                if response.get('success') and times:
+                    cells[key] = [sum(times) / len(times), '']
                 else:
-                    cells[key] = 'failed'
+                    cells[key] = [None, 'failed']
                 by_id[pending['id']] = key
     return eval_name, tool, cells, functions
+
+
+def cell_text(cell):
+    if cell is None:
+        return ''
+    mean, note = cell
+    text = fmt(mean) if mean is not None else ''
+    return f'{text} ({note})' if note and text else (note or text)
 
 
 def main(paths):
@@ -66,11 +77,9 @@ def main(paths):
         eval_name, tool, cells, functions = read(path)
         evals[eval_name].append((tool, cells, functions))
     for eval_name, runs in evals.items():
-        functions = []
-        for _, _, fs in runs:
+        functions, workloads = [], []
+        for _, cells, fs in runs:
             functions += [f for f in fs if f not in functions]
-        workloads = []
-        for _, cells, _ in runs:
             for d, _ in cells:
                 if d not in workloads:
                     workloads.append(d)
@@ -79,9 +88,15 @@ def main(paths):
         print('| ' + ' | '.join(header) + ' |')
         print('|' + ' --- |' * len(header))
         for w in workloads:
-            row = [w] + [cells.get((w, fn), '') for _, cells, _ in runs for fn in functions]
+            row = [w] + [cell_text(cells.get((w, fn))) for _, cells, _ in runs for fn in functions]
             print('| ' + ' | '.join(row) + ' |')
-        print()
+        complete = [w for w in workloads
+                    if all((w, fn) in cells and cells[(w, fn)][0] is not None
+                           and not cells[(w, fn)][1] for _, cells, _ in runs for fn in functions)]
+        totals = [f'{tool} {fmt(sum(cells[(w, fn)][0] for w in complete for fn in functions))}'
+                  for tool, cells, _ in runs]
+        print(f'\ntotal over the {len(complete)} of {len(workloads)} workloads every tool '
+              f'completed: ' + ', '.join(totals) + '\n')
 
 
 if __name__ == '__main__':
