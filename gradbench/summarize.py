@@ -1,22 +1,24 @@
 """Tables of GradBench session logs, tools side by side.
 
-    python gradbench/summarize.py LOG.jsonl [LOG.jsonl ...]
+    python gradbench/summarize.py [--median] LOG.jsonl [LOG.jsonl ...]
 
 Reads logs in the format of GradBench's intermediary (as written by ``drive.py -o``
 or ``gradbench run -o``), and prints one Markdown table per eval: a row per
 workload (the ``description`` of the evaluate messages) and, per tool (in the order
 of the files given), the time of each function.  A time is the mean of the
-``evaluate`` timings of one message, as GradBench's own scorer takes it.  A cell is
+``evaluate`` timings of one message, as GradBench's own scorer takes it, or with
+``--median`` their median (robust to a slow first run and to a noisy machine).  A cell is
 marked ``invalid`` when the eval's analysis rejected the output and ``failed`` when
 the tool reported no success.  Evaluations without a ``description`` (``hello``'s)
 are left out, as GradBench's scorer leaves them out.
 
 Under each table, the ``total`` line is GradBench's score for the classic evals
-(the sum over workloads of every function's mean time), taken over the workloads
+(the sum over workloads of every function's time), taken over the workloads
 that every tool in the table completed with valid outputs, so that the totals
 compare the same work.
 """
 import json
+import statistics
 import sys
 from collections import defaultdict
 
@@ -28,7 +30,7 @@ def fmt(ns):
     return f'{ns:.0f} ns'
 
 
-def read(path):
+def read(path, statistic):
     """(eval, tool, {(description, function): [mean ns or None, note]}, [functions])."""
     eval_name = tool = None
     cells, functions = {}, []
@@ -56,7 +58,7 @@ def read(path):
                 times = [t['nanoseconds'] for t in response.get('timings') or ()
                          if t['name'] == 'evaluate']
                 if response.get('success') and times:
-                    cells[key] = [sum(times) / len(times), '']
+                    cells[key] = [statistic(times), '']
                 else:
                     cells[key] = [None, 'failed']
                 by_id[pending['id']] = key
@@ -71,10 +73,13 @@ def cell_text(cell):
     return f'{text} ({note})' if note and text else (note or text)
 
 
-def main(paths):
+def main(args):
+    statistic = statistics.fmean
+    if args and args[0] == '--median':
+        statistic, args = statistics.median, args[1:]
     evals = defaultdict(list)               # eval -> [(tool, cells, functions)]
-    for path in paths:
-        eval_name, tool, cells, functions = read(path)
+    for path in args:
+        eval_name, tool, cells, functions = read(path, statistic)
         evals[eval_name].append((tool, cells, functions))
     for eval_name, runs in evals.items():
         functions, workloads = [], []
