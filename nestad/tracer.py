@@ -76,10 +76,14 @@ class Trace:
         self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
         self.captured = {}              # id(parent Var) -> own tracer
         self.captures = []
+        self.producer = {}              # id(Var) -> the equation that computes it
+        self.tracers = {}               # id(Var) -> its tracer (with its example value)
 
     def new_tracer(self, val):
         """A tracer for a new input variable with example value ``val``."""
-        return _wrap(self, Var(*_aval(val)), val)
+        t = _wrap(self, Var(*_aval(val)), val)
+        self.tracers[id(t.var)] = t
+        return t
 
     def record(self, op, args, params, val, tree=None, cse=True):
         """Append ``op(*args, **params)``, whose value at the example is ``val``;
@@ -97,12 +101,17 @@ class Trace:
                 return hit
         if tree is None:
             out = _wrap(self, Var(*_aval(val)), val)
-            outs = (out.var,)
+            out_leaves = (out,)
         else:                     # several outputs: tree = (example leaves, TreeDef)
             out_leaves = [_wrap(self, Var(*_aval(v)), v) for v in tree[0]]
-            outs = tuple(t.var for t in out_leaves)
             out = tree[1].build(out_leaves)
-        self.eqns.append(Eqn(op, ins, params, outs, None if tree is None else tree[1]))
+        outs = tuple(t.var for t in out_leaves)
+        for t in out_leaves:
+            self.tracers[id(t.var)] = t
+        eqn = Eqn(op, ins, params, outs, None if tree is None else tree[1])
+        self.eqns.append(eqn)
+        for v in outs:
+            self.producer[id(v)] = eqn
         if key is not None:
             self.cse[key] = out
         return out
@@ -118,8 +127,9 @@ def _const_key(c):
         return (float, c.hex())          # keeps -0.0 apart from 0.0
     if isinstance(c, (int, bool, str, type(None))):
         return (type(c), c)
-    if isinstance(c, np.ndarray):
-        return (np.ndarray, id(c))       # the eqn keeps the array alive
+    if isinstance(c, np.ndarray):        # equal constants are one constant
+        return ((np.ndarray, c.shape, c.dtype.str, c.tobytes()) if c.size <= 100_000
+                else (np.ndarray, id(c)))
     return (type(c), id(c))
 
 
@@ -410,8 +420,20 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if kwargs.get('out') is not None:
         raise StagingError(f"numpy.{ufunc.__name__}(..., out=...) cannot write a traced "
                            "value into an array")
+    route = UFUNC_PRIMITIVES.get(ufunc)
+    if route is not None and method == '__call__' and not kwargs:
+        return route(*inputs)             # nestad's primitive: its identities apply
     func = ufunc if method == '__call__' else getattr(ufunc, method)
     return record_numpy_call(func, inputs, kwargs)
+
+
+# numpy ufuncs that nestad.numpy records as its own primitives (filled by nestad.numpy)
+UFUNC_PRIMITIVES = {}
+
+
+def producer(x):
+    """The equation that computed tracer ``x`` (None for an input)."""
+    return x.trace.producer.get(id(x.var)) if isinstance(x, _TRACERS) else None
 
 
 def _array_function(self, func, types, args, kwargs):
