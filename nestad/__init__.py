@@ -9,10 +9,8 @@ from .errors import (EscapedPerturbationError, InvalidInputError, NestadError,
 from .operators import (derivative, directional_derivative, gradient_f, gradient_r, grad,
                         hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
                         value_and_grad, value_and_gradient_r, vjp)
-from .primitives import (acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, cos, cosh,
-                         erf, erfc, exp, expm1, floor, hypot, log, log1p, log2, log10, maximum,
-                         minimum, pow, sin, sinh, sqrt, tan, tanh, where)
-from .primitives import abs_ as abs  # noqa: A001  (nestad.abs mirrors numpy's name)
+from . import registry
+from .primitives import where
 from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
@@ -23,19 +21,21 @@ from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
 
+# The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
+# defined for this namespace, from the registry (nestad/primitives.py defines them).
+FUNCTIONS = registry.exported('nestad')
+globals().update(FUNCTIONS)
+
 __version__ = "0.1.0"
 
 __all__ = [
     'derivative', 'directional_derivative', 'jvp', 'gradient_f', 'gradient_r', 'grad',
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp',
-    'acos', 'acosh', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'cbrt', 'ceil', 'cos', 'cosh',
-    'erf', 'erfc', 'exp', 'expm1', 'floor', 'hypot', 'log', 'log1p', 'log2', 'log10',
-    'maximum', 'minimum', 'pow', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'abs', 'where',
-    'isnan', 'isfinite', 'isinf',
+    'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError',
-]
+] + sorted(FUNCTIONS)

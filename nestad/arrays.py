@@ -129,7 +129,7 @@ class ArrayPrimitive:
     __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit')
 
     def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None, emit=None,
-                 namespace='numpy'):
+                 namespace='numpy', user=False):
         self.name = name
         self.plain = plain            # numpy implementation on plain values
         self.jvps = jvps              # per argument: jvp(t, *primals, out, **params)
@@ -137,7 +137,7 @@ class ArrayPrimitive:
         self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
         self.lifted = None
         self.emit = emit
-        registry.register(self, name if namespace is None else f"{namespace}.{name}")
+        registry.register(self, name if namespace is None else f"{namespace}.{name}", user)
 
     def __repr__(self):
         return f"<array primitive {self.name}>"

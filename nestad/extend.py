@@ -45,7 +45,7 @@ def primitive(fn=None, *, name=None):
     if fn is None:
         return lambda f: primitive(f, name=name)
     name = name or f"{fn.__module__}.{fn.__qualname__}"
-    prim = ArrayPrimitive(name, fn, namespace=None)
+    prim = ArrayPrimitive(name, fn, namespace=None, user=True)
     rules = _Rules(prim, fn)
     prim.jvps, prim.vjps = rules.jvp, rules.vjp
 

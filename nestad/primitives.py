@@ -17,6 +17,7 @@ from numbers import Real
 
 import numpy as np
 
+from . import registry
 from .arrays import is_array
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
@@ -42,8 +43,12 @@ def _ieee1(fn, npfn):
     return plain
 
 
-def unary(name, fn, npfn, partial):
-    """Define a one-argument primitive: plain implementation + rule d out/dx = partial(x, out)."""
+def unary(name, fn, npfn, partial, export=True):
+    """Define a one-argument primitive: plain implementation + rule d out/dx = partial(x, out).
+
+    ``npfn`` is the numpy function it mirrors (its IEEE answer where ``fn`` raises): the
+    primitive is then elementwise, and nestad.numpy makes its array version from the same
+    rule (see nestad.registry)."""
     plain = _ieee1(fn, npfn) if npfn is not None else fn
     # Staged code calls math's function (fast); where it raises, the staged call falls
     # back to ``plain`` for the IEEE answer.
@@ -61,11 +66,16 @@ def unary(name, fn, npfn, partial):
     public.__name__ = public.__qualname__ = name
     public.__doc__ = f"Differentiable {name}; accepts plain and nestad numbers."
     prim.lifted = public
+    if export:
+        registry.export(public, 'nestad')
+    if npfn is not None:
+        registry.elementwise(prim, npfn)
     return public, prim
 
 
-def binary(name, plain, dx, dy, emit=None):
-    """Define a two-argument primitive with rules dx(x, y, out) and dy(x, y, out)."""
+def binary(name, plain, dx, dy, emit=None, numpy=None):
+    """Define a two-argument primitive with rules dx(x, y, out) and dy(x, y, out);
+    ``numpy`` is the numpy function it mirrors elementwise, if any (as for ``unary``)."""
     prim = Primitive(name, plain, (dx, dy), emit=emit)
 
     def public(x, y):
@@ -74,6 +84,9 @@ def binary(name, plain, dx, dy, emit=None):
     public.__name__ = public.__qualname__ = name
     public.__doc__ = f"Differentiable {name}; accepts plain and nestad numbers."
     prim.lifted = public
+    registry.export(public, 'nestad')
+    if numpy is not None:
+        registry.elementwise(prim, numpy)
     return public, prim
 
 
@@ -103,7 +116,7 @@ def _recip_plain(x):
 
 
 # recip: 1/x, IEEE at zero so that rules like d log = recip(x) give inf, not an exception.
-recip, RECIP = unary('recip', _recip_plain, None, lambda x, out: -(out * out))
+recip, RECIP = unary('recip', _recip_plain, None, lambda x, out: -(out * out), export=False)
 RECIP.emit = '1.0 / {0}'
 
 
@@ -128,6 +141,7 @@ COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, s
 
 exp, EXP = unary('exp', math.exp, np.exp, lambda x, out: out)
 expm1, EXPM1 = unary('expm1', math.expm1, np.expm1, lambda x, out: out + 1.0)
+exp2, EXP2 = unary('exp2', math.exp2, np.exp2, lambda x, out: out * math.log(2.0))
 log, LOG = unary('log', math.log, np.log, lambda x, out: recip(x))
 log1p, LOG1P = unary('log1p', math.log1p, np.log1p, lambda x, out: recip(1.0 + x))
 log2, LOG2 = unary('log2', math.log2, np.log2, lambda x, out: recip(x * math.log(2.0)))
@@ -169,9 +183,9 @@ def _ceil_plain(x):
         math.copysign(_float(math.ceil(x)), x) if math.isfinite(x) else x)
 
 
-floor = constant('floor', _floor_plain)
+floor = registry.export(constant('floor', _floor_plain), 'nestad')
 floor.__doc__ = "Largest integer <= x (a float for float input); derivative zero, so the result is a plain number."
-ceil = constant('ceil', _ceil_plain)
+ceil = registry.export(constant('ceil', _ceil_plain), 'nestad')
 ceil.__doc__ = "Smallest integer >= x; derivative zero, so the result is a plain number."
 
 
@@ -218,7 +232,7 @@ def _atan2_plain(y, x):
 atan2, ATAN2 = binary('atan2', _atan2_plain,
                       lambda y, x, out: x * recip(x * x + y * y),
                       lambda y, x, out: -y * recip(x * x + y * y),
-                      emit='math.atan2({0}, {1})')
+                      emit='math.atan2({0}, {1})', numpy=np.arctan2)
 
 
 def _hypot_plain(x, y):
@@ -228,7 +242,7 @@ def _hypot_plain(x, y):
 hypot, HYPOT = binary('hypot', _hypot_plain,
                       lambda x, y, out: x * recip(out),
                       lambda x, y, out: y * recip(out),
-                      emit='math.hypot({0}, {1})')
+                      emit='math.hypot({0}, {1})', numpy=np.hypot)
 
 
 def _tie_split_plain(a, b):

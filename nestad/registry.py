@@ -1,24 +1,55 @@
-"""The registry of primitives: every operation nestad knows, by qualified name.
+"""The registry: every primitive nestad knows, and every function it exports.
 
 There is one registry, and every layer reads it: lifting applies a primitive's rules
 to perturbed values; the staging layer records primitives into programs, emits code
-for them and transforms programs with the same rules.  A primitive is registered
-where it is defined, next to its rules (``nestad/primitives.py`` for scalars,
-``nestad/numpy`` for arrays).
+for them and transforms programs with the same rules; the package's namespaces, numpy
+dispatch and the README's list of functions are made from it.  A primitive is
+registered where it is defined, next to its rules (``nestad/primitives.py`` for
+scalars, ``nestad/numpy`` for arrays, ``nestad.primitive`` for users').
 
 Qualified names: scalar primitives by their name (``sin``), array primitives of
-``nestad.numpy`` as ``numpy.sin``, of its ``linalg`` as ``numpy.linalg.solve``.
+``nestad.numpy`` as ``numpy.sin``, of its ``linalg`` as ``numpy.linalg.solve``, users'
+by their module and qualified name.
+
+A scalar primitive defined with the numpy function it mirrors (``unary('asin',
+math.asin, numpy.arcsin, rule)``) is *elementwise*: nestad.numpy makes its array
+version from the same rule, exports it under numpy's name (``nestad.numpy.arcsin``),
+and numpy's dispatch sends ``numpy.arcsin`` of a nestad value there.  So adding a
+function such as ``exp2`` to both is one definition.
 """
-PRIMITIVES = {}
+PRIMITIVES = {}            # qualified name -> primitive
+USER = set()               # qualified names of users' primitives (nestad.primitive)
+EXPORTS = {}               # (namespace, name) -> public function
+ELEMENTWISE = []           # (scalar primitive, numpy function it mirrors), in definition order
 
 
-def register(prim, qualname):
+def register(prim, qualname, user=False):
     """Record ``prim`` under ``qualname``; names are unique."""
     if qualname in PRIMITIVES:
         raise ValueError(f"a primitive named {qualname!r} is already registered")
     PRIMITIVES[qualname] = prim
+    if user:
+        USER.add(qualname)
     return prim
+
+
+def export(fn, namespace, name=None):
+    """Record ``fn`` as a public function of ``namespace`` (``'nestad'``,
+    ``'nestad.numpy'``...) under ``name`` (default: its own)."""
+    EXPORTS[(namespace, name or fn.__name__)] = fn
+    return fn
+
+
+def exported(namespace):
+    """{name: function} of everything exported to ``namespace``."""
+    return {name: fn for (ns, name), fn in EXPORTS.items() if ns == namespace}
+
+
+def elementwise(prim, numpy_fn):
+    """Declare scalar primitive ``prim`` the elementwise mirror of ``numpy_fn``."""
+    ELEMENTWISE.append((prim, numpy_fn))
 
 
 def lookup(qualname):
     return PRIMITIVES[qualname]
+

@@ -242,7 +242,7 @@ def _elementwise1(name, npfn, scalar, deriv=None):
         if isinstance(x, Perturbed) and _python_scalar(x):
             return scalar_fn(x)           # a nestad scalar keeps the scalar fast paths
         return prim(_as_operand(x))       # plain values get numpy's own answer
-    public.__name__ = name
+    public.__name__ = public.__qualname__ = name
     ARRAY_ROUTES[scalar.name] = prim
     return public
 
@@ -268,26 +268,14 @@ def _plain_operand(x, name):
     return x
 
 
-sin = _elementwise1('sin', _np.sin, _scalar.SIN)
-cos = _elementwise1('cos', _np.cos, _scalar.COS)
-tan = _elementwise1('tan', _np.tan, _scalar.TAN)
-arcsin = _elementwise1('arcsin', _np.arcsin, _scalar.ASIN)
-arccos = _elementwise1('arccos', _np.arccos, _scalar.ACOS)
-arctan = _elementwise1('arctan', _np.arctan, _scalar.ATAN)
-sinh = _elementwise1('sinh', _np.sinh, _scalar.SINH)
-cosh = _elementwise1('cosh', _np.cosh, _scalar.COSH)
-tanh = _elementwise1('tanh', _np.tanh, _scalar.TANH)
-arcsinh = _elementwise1('arcsinh', _np.arcsinh, _scalar.ASINH)
-arccosh = _elementwise1('arccosh', _np.arccosh, _scalar.ACOSH)
-arctanh = _elementwise1('arctanh', _np.arctanh, _scalar.ATANH)
-exp = _elementwise1('exp', _np.exp, _scalar.EXP)
-expm1 = _elementwise1('expm1', _np.expm1, _scalar.EXPM1)
-log = _elementwise1('log', _np.log, _scalar.LOG)
-log1p = _elementwise1('log1p', _np.log1p, _scalar.LOG1P)
-log2 = _elementwise1('log2', _np.log2, _scalar.LOG2)
-log10 = _elementwise1('log10', _np.log10, _scalar.LOG10)
-sqrt = _elementwise1('sqrt', _np.sqrt, _scalar.SQRT)
-cbrt = _elementwise1('cbrt', _np.cbrt, _scalar.CBRT)
+# The array versions of the elementwise scalar primitives, under numpy's names, with the
+# scalar rules (nestad.registry.ELEMENTWISE: defining one in nestad/primitives.py with the
+# numpy function it mirrors is all it takes).  The one-argument ones are made here; the
+# two-argument ones (arctan2, hypot) after the binary machinery below.
+for _prim, _npfn in _registry.ELEMENTWISE:
+    if len(_prim.partials) == 1:
+        globals()[_npfn.__name__] = _registry.export(
+            _elementwise1(_npfn.__name__, _npfn, _prim), 'nestad.numpy')
 # numpy's reciprocal of an integer is integer division (0 for |x| > 1), a step function the
 # rule -1/x^2 would contradict; integers get the true reciprocal in float64, as in JAX.
 reciprocal = _elementwise1('reciprocal', lambda x: _np.reciprocal(x) if _np.result_type(x).kind in 'fc'
@@ -413,8 +401,10 @@ def _power_plain(x, y):
 
 
 power = _elementwise2('power', _power_plain, _scalar.pow, _dpow_dx, _dpow_dy)
-arctan2 = _elementwise2('arctan2', _np.arctan2, _scalar.atan2, *_scalar.ATAN2.partials)
-hypot = _elementwise2('hypot', _np.hypot, _scalar.hypot, *_scalar.HYPOT.partials)
+for _prim, _npfn in _registry.ELEMENTWISE:
+    if len(_prim.partials) == 2:
+        globals()[_npfn.__name__] = _registry.export(
+            _elementwise2(_npfn.__name__, _npfn, _prim.lifted, *_prim.partials), 'nestad.numpy')
 
 
 def _scalar_mod(x, y):

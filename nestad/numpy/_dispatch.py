@@ -13,60 +13,46 @@ from ..errors import PerturbedConversionError
 from ..tracer import ArrayTracer
 from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
-UFUNCS = {
-    np.conjugate: lambda x: x,          # of a real value
-    np.add: anp.add, np.subtract: anp.subtract, np.multiply: anp.multiply,
-    np.true_divide: anp.divide, np.power: anp.power, np.negative: anp.negative,
-    np.positive: anp.positive, np.absolute: anp.absolute, np.sign: anp.sign,
-    np.exp: anp.exp, np.expm1: anp.expm1, np.log: anp.log, np.log1p: anp.log1p,
-    np.log2: anp.log2, np.log10: anp.log10, np.sqrt: anp.sqrt, np.cbrt: anp.cbrt,
-    np.square: anp.square, np.reciprocal: anp.reciprocal,
-    np.sin: anp.sin, np.cos: anp.cos, np.tan: anp.tan, np.arcsin: anp.arcsin,
-    np.arccos: anp.arccos, np.arctan: anp.arctan, np.arctan2: anp.arctan2,
-    np.sinh: anp.sinh, np.cosh: anp.cosh, np.tanh: anp.tanh, np.arcsinh: anp.arcsinh,
-    np.arccosh: anp.arccosh, np.arctanh: anp.arctanh, np.hypot: anp.hypot,
-    np.maximum: anp.maximum, np.minimum: anp.minimum, np.logaddexp: anp.logaddexp,
-    np.matmul: anp.matmul, np.remainder: anp.mod,
-    np.floor: anp.floor, np.ceil: anp.ceil, np.rint: anp.rint, np.trunc: anp.trunc,
-    np.floor_divide: anp.floor_divide,
-    np.less: anp.less, np.less_equal: anp.less_equal, np.greater: anp.greater,
-    np.greater_equal: anp.greater_equal, np.equal: anp.equal, np.not_equal: anp.not_equal,
-    np.isnan: lambda x: np.isnan(primal_value(x)),
-    np.isfinite: lambda x: np.isfinite(primal_value(x)),
-    np.isinf: lambda x: np.isinf(primal_value(x)),
-}
+def _mirrors():
+    """{numpy callable: nestad.numpy function}: every function nestad.numpy (and its linalg)
+    defines mirrors numpy's function of the same name, so defining it there is what
+    makes numpy's dispatch reach it."""
+    table = {}
+    for module, namespace in ((np, anp), (np.linalg, anp.linalg)):
+        for name, fn in vars(namespace).items():
+            if name.startswith('_') or not callable(fn) or \
+                    not getattr(fn, '__module__', '').startswith('nestad'):
+                continue
+            target = getattr(module, name, None)
+            if callable(target) and getattr(target, '__module__', None) != 'nestad':
+                table[target] = fn
+    return table
 
-FUNCTIONS = {
-    np.sum: anp.sum, np.mean: anp.mean, np.prod: anp.prod, np.max: anp.max, np.min: anp.min,
-    np.amax: anp.max, np.amin: anp.min,
-    np.dot: anp.dot, np.matmul: anp.matmul, np.einsum: anp.einsum, np.inner: anp.inner,
-    np.outer: anp.outer, np.vdot: anp.vdot, np.trace: anp.trace, np.diagonal: anp.diagonal,
-    np.reshape: anp.reshape, np.ravel: anp.ravel, np.transpose: anp.transpose,
-    np.swapaxes: anp.swapaxes, np.moveaxis: anp.moveaxis, np.expand_dims: anp.expand_dims,
-    np.squeeze: anp.squeeze, np.atleast_1d: anp.atleast_1d, np.atleast_2d: anp.atleast_2d,
-    np.concatenate: anp.concatenate, np.stack: anp.stack, np.hstack: anp.hstack,
-    np.vstack: anp.vstack, np.where: anp.where, np.clip: anp.clip,
-    np.broadcast_to: anp.broadcast_to, np.cumsum: anp.cumsum,
-    np.linalg.norm: anp.linalg.norm, np.linalg.solve: anp.linalg.solve,
-    np.linalg.inv: anp.linalg.inv, np.linalg.det: anp.linalg.det,
-    np.linalg.slogdet: anp.linalg.slogdet, np.linalg.cholesky: anp.linalg.cholesky,
+
+def _value_of(fn):
+    """A numpy function of the value alone (no derivative to keep)."""
+    return lambda x, *a, **k: fn(primal_value(x), *a, **k)
+
+
+# Functions of values that read no derivative (tests, shapes) or of real values only.
+_BY_VALUE = {
+    np.isnan: _value_of(np.isnan), np.isfinite: _value_of(np.isfinite),
+    np.isinf: _value_of(np.isinf), np.zeros_like: _value_of(np.zeros_like),
+    np.ones_like: _value_of(np.ones_like), np.imag: _value_of(np.zeros_like),
     np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
-    np.argmax: anp.argmax, np.argmin: anp.argmin, np.argsort: anp.argsort,
-    np.isnan: UFUNCS[np.isnan], np.isfinite: UFUNCS[np.isfinite],
-    np.zeros_like: lambda x, *a, **k: np.zeros_like(primal_value(x), *a, **k),
-    np.ones_like: lambda x, *a, **k: np.ones_like(primal_value(x), *a, **k),
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
-    # Real values: the real part is the value, the imaginary part zero.
-    np.real: lambda x: x, np.imag: lambda x: np.zeros_like(primal_value(x)),
-    np.copy: anp.copy,
+    np.conjugate: lambda x: x, np.real: lambda x: x,       # of real values
 }
+_ALL = {**_mirrors(), **_BY_VALUE}
+UFUNCS = {f: fn for f, fn in _ALL.items() if isinstance(f, np.ufunc)}
+FUNCTIONS = {f: fn for f, fn in _ALL.items() if not isinstance(f, np.ufunc)}
 if hasattr(np, 'astype'):            # numpy >= 2.1
     FUNCTIONS[np.astype] = anp.astype
 
 
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
-    'numpy.exp2': 'nestad.numpy.power(2.0, x) (or 2.0 ** x)',
+    'numpy.deg2rad': 'x * (numpy.pi / 180)',
     'numpy.tensordot': 'nestad.numpy.einsum or matmul',
     'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',

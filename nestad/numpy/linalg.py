@@ -13,7 +13,7 @@ from ..values import primal_value
 
 
 def _define(name, plain, jvps, vjps):
-    prim = ArrayPrimitive(name, plain, jvps, vjps, namespace='numpy.linalg')
+    prim = ArrayPrimitive(name, plain, jvps, vjps, namespace='numpy')
 
     def lifted(*args, **params):
         return apply(prim, args, params)
