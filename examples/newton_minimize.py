@@ -111,8 +111,7 @@ def plot(path):
         return
     xs, ys = np.meshgrid(np.linspace(-1.6, 1.6, 200), np.linspace(-0.6, 1.8, 200))
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.contour(xs, ys, np.log1p(rosenbrock([xs, ys])), levels=20, cmap="viridis",
-               linewidths=0.8)
+    ax.contourf(xs, ys, np.log1p(rosenbrock([xs, ys])), levels=12, cmap="Blues_r")
     p = np.array(path)
     ax.plot(p[:, 0], p[:, 1], "o-", color="C3", label=f"Newton, {len(path) - 1} steps")
     ax.plot([1], [1], "k*", ms=12, label="minimum (1, 1)")
