@@ -126,7 +126,7 @@ def plot(path, eta_star):
     except ImportError:
         print("matplotlib not installed: no figure")
         return
-    etas = np.linspace(0.02, max(6.0, 1.5 * eta_star), 120)
+    etas = np.linspace(0.02, max(6.0, 1.5 * eta_star), 60)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     ax.plot(etas, [validation_loss(e) for e in etas], "k", lw=2, label="V(eta)")
     for e in (0.6, 2.0, 5.0):
