@@ -14,8 +14,8 @@ double-pendulum equations at every step of the run (1e-12 relative to its size),
 staged acceleration against the unstaged one (1e-13), the energy from the Legendre
 transform against T + V written out (1e-13), and energy conservation by the integrator:
 over 10 s of this chaotic motion the drift stays below 1e-4 of the energy scale, and
-halving the step shrinks it at least 10 times (RK4's error is O(dt^4): 16 times).  The figure shows the path of the lower
-bob and the energy error.
+halving the step shrinks it at least 10 times (RK4's error is O(dt^4): 16 times).  The
+figure shows the path of the lower bob and the energy error.
 """
 import os
 import sys

@@ -18,8 +18,8 @@ The result is an ordinary differentiable function: it nests, to any order and pa
   ``jacobian_f`` and ``jacobian_r`` against (I - D W)^-1 D U, D = diag(1 - x*^2).
 
 All checked against these closed forms to 1e-12 relative (the iterations stop when a step
-changes x by at most 1e-12 relative, Kepler's 1e-15: it converges slowly for e near 1).  The figure plots the
-derivatives of Heron's sqrt.
+changes x by at most 1e-12 relative, Kepler's 1e-15: it converges slowly for e near 1).
+The figure plots the derivatives of Heron's sqrt.
 """
 import math
 import os
