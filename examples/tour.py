@@ -1,6 +1,7 @@
 """A short tour of nestad: every line prints a derivative computed right now,
-next to the value it must have."""
+next to the value it must have (to 1e-9 relative); the exit status is 1 if any is WRONG."""
 import math
+import sys
 
 import numpy as np
 
@@ -8,8 +9,13 @@ import nestad as nd
 from nestad import derivative, gradient_r
 
 
+wrong = 0
+
+
 def show(label, got, want):
+    global wrong
     ok = "ok" if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12) else "WRONG"
+    wrong += ok == "WRONG"
     print(f"  {label:<58} {got:>22.15g}   (expect {want:.15g}) {ok}")
 
 
@@ -71,7 +77,15 @@ try:
     gradient_r(lambda v: [v[0], v[1]])([1.0, 2.0])
 except nd.NonScalarOutputError as e:
     print("  NonScalarOutputError:", str(e)[:90], "...")
+else:
+    print("  WRONG: no NonScalarOutputError")
+    wrong += 1
 try:
     derivative(lambda x: math.sin(x))(1.0)
 except nd.PerturbedConversionError as e:
     print("  PerturbedConversionError:", str(e)[:90], "...")
+else:
+    print("  WRONG: no PerturbedConversionError")
+    wrong += 1
+
+sys.exit(1 if wrong else 0)
