@@ -207,8 +207,15 @@ def _pow_plain(x, y):
 
 def _dpow_dbase(x, y):
     """y x^(y-1), and exactly 0 for a constant exponent 0 (x^0 is constant even at x = 0,
-    where the formula would give 0 * inf)."""
-    if isinstance(y, Real) and y == 0:       # plain numbers only (nestad values are not Real)
+    where the formula would give 0 * inf).  For the exponents 1 and 2 the formula's value
+    (1 x^0 = 1, 2 x^1 = 2x, exactly, for every x) without a call of pow."""
+    c = y.__class__
+    if c is _float or c is _int:
+        if y == 2:
+            return 2.0 * x
+        if y == 1 or y == 0:
+            return _float(y)
+    elif isinstance(y, Real) and y == 0:     # plain numbers only (nestad values are not Real)
         return 0.0
     return y * pow(x, y - 1)
 
@@ -453,7 +460,8 @@ def _b_pow(self, other, mod=None):
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal
-        return Bundle(self.tag, pow(x, other), _dpow_dbase(x, other) * self.tangent)
+        out = _pow_plain(x, other) if x.__class__ is _float else pow(x, other)
+        return Bundle(self.tag, out, _dpow_dbase(x, other) * self.tangent)
     return lift2(POW, self, other)
 
 
@@ -543,7 +551,8 @@ def _t_pow(self, other, mod=None):
     c = other.__class__
     if c is _float or c is _int:
         x = self.primal
-        return TapeCell(self.tag, next_id(), pow(x, other), ((self, _dpow_dbase(x, other)),))
+        out = _pow_plain(x, other) if x.__class__ is _float else pow(x, other)
+        return TapeCell(self.tag, next_id(), out, ((self, _dpow_dbase(x, other)),))
     return lift2(POW, self, other)
 
 
