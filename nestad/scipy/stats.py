@@ -1,0 +1,197 @@
+"""``nestad.scipy.stats``: log densities, densities and distribution functions.
+
+Each function is scipy's (so its values are scipy's), declared a primitive with the
+partial derivatives of its formula beside it; the partials use differentiable functions,
+so higher derivatives work too.  Where a derivative would need a function scipy lacks
+(a distribution function's derivative in a shape parameter, such as ``gamma.cdf`` in
+``a``), asking for it raises instead of giving a silent zero.
+"""
+import math
+import types
+
+import numpy as np
+import scipy.stats as _st
+
+from .. import numpy as anp
+from ..extend import primitive
+from ..values import primal_value
+from .special import _no_derivative, _own, digamma, gammaln, polygamma
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
+
+
+def _define(name, plain, *partials):
+    return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(*partials))
+
+
+def _namespace(**functions):
+    return types.SimpleNamespace(**functions)
+
+
+# ---------------------------------------------------------------- normal
+
+def _z(x, loc, scale):
+    return (x - loc) / scale
+
+
+_norm_logpdf = _define(
+    'norm.logpdf', lambda x, loc, scale: _st.norm.logpdf(x, loc, scale),
+    lambda x, loc, scale, out: -_z(x, loc, scale) / scale,
+    lambda x, loc, scale, out: _z(x, loc, scale) / scale,
+    lambda x, loc, scale, out: (_z(x, loc, scale) ** 2 - 1.0) / scale)
+_norm_pdf = _define(
+    'norm.pdf', lambda x, loc, scale: _st.norm.pdf(x, loc, scale),
+    lambda x, loc, scale, out: -out * _z(x, loc, scale) / scale,
+    lambda x, loc, scale, out: out * _z(x, loc, scale) / scale,
+    lambda x, loc, scale, out: out * (_z(x, loc, scale) ** 2 - 1.0) / scale)
+_norm_cdf = _define(
+    'norm.cdf', lambda x, loc, scale: _st.norm.cdf(x, loc, scale),
+    lambda x, loc, scale, out: _norm_pdf(x, loc, scale),
+    lambda x, loc, scale, out: -_norm_pdf(x, loc, scale),
+    lambda x, loc, scale, out: -_norm_pdf(x, loc, scale) * _z(x, loc, scale))
+_norm_logcdf = _define(
+    'norm.logcdf', lambda x, loc, scale: _st.norm.logcdf(x, loc, scale),
+    lambda x, loc, scale, out: anp.exp(_norm_logpdf(x, loc, scale) - out),
+    lambda x, loc, scale, out: -anp.exp(_norm_logpdf(x, loc, scale) - out),
+    lambda x, loc, scale, out: -anp.exp(_norm_logpdf(x, loc, scale) - out) * _z(x, loc, scale))
+_norm_sf = _define(
+    'norm.sf', lambda x, loc, scale: _st.norm.sf(x, loc, scale),
+    lambda x, loc, scale, out: -_norm_pdf(x, loc, scale),
+    lambda x, loc, scale, out: _norm_pdf(x, loc, scale),
+    lambda x, loc, scale, out: _norm_pdf(x, loc, scale) * _z(x, loc, scale))
+_norm_logsf = _define(
+    'norm.logsf', lambda x, loc, scale: _st.norm.logsf(x, loc, scale),
+    lambda x, loc, scale, out: -anp.exp(_norm_logpdf(x, loc, scale) - out),
+    lambda x, loc, scale, out: anp.exp(_norm_logpdf(x, loc, scale) - out),
+    lambda x, loc, scale, out: anp.exp(_norm_logpdf(x, loc, scale) - out) * _z(x, loc, scale))
+
+norm = _namespace(
+    logpdf=lambda x, loc=0.0, scale=1.0: _norm_logpdf(x, loc, scale),
+    pdf=lambda x, loc=0.0, scale=1.0: _norm_pdf(x, loc, scale),
+    cdf=lambda x, loc=0.0, scale=1.0: _norm_cdf(x, loc, scale),
+    logcdf=lambda x, loc=0.0, scale=1.0: _norm_logcdf(x, loc, scale),
+    sf=lambda x, loc=0.0, scale=1.0: _norm_sf(x, loc, scale),
+    logsf=lambda x, loc=0.0, scale=1.0: _norm_logsf(x, loc, scale))
+
+
+# ---------------------------------------------------------------- Student's t
+
+def _t_u(x, df, loc, scale):
+    z = _z(x, loc, scale)
+    return z, 1.0 + z * z / df
+
+
+_t_logpdf = _define(
+    't.logpdf', lambda x, df, loc, scale: _st.t.logpdf(x, df, loc, scale),
+    lambda x, df, loc, scale, out: -(df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - 0.5 / df
+    - 0.5 * anp.log(_t_u(x, df, loc, scale)[1])
+    + (df + 1.0) * _z(x, loc, scale) ** 2 / (2.0 * df * df * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: (df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: ((df + 1.0) * _z(x, loc, scale) ** 2
+                                    / (df * _t_u(x, df, loc, scale)[1]) - 1.0) / scale)
+_t_cdf = _define(
+    't.cdf', lambda x, df, loc, scale: _st.t.cdf(x, df, loc, scale),
+    lambda x, df, loc, scale, out: anp.exp(_t_logpdf(x, df, loc, scale)),
+    _no_derivative('stats.t.cdf', 'df', _SHAPE),
+    lambda x, df, loc, scale, out: -anp.exp(_t_logpdf(x, df, loc, scale)),
+    lambda x, df, loc, scale, out: -anp.exp(_t_logpdf(x, df, loc, scale)) * _z(x, loc, scale))
+
+t = _namespace(
+    logpdf=lambda x, df, loc=0.0, scale=1.0: _t_logpdf(x, df, loc, scale),
+    pdf=lambda x, df, loc=0.0, scale=1.0: anp.exp(_t_logpdf(x, df, loc, scale)),
+    cdf=lambda x, df, loc=0.0, scale=1.0: _t_cdf(x, df, loc, scale),
+    logcdf=lambda x, df, loc=0.0, scale=1.0: anp.log(_t_cdf(x, df, loc, scale)))
+
+
+# ---------------------------------------------------------------- gamma
+
+_gamma_logpdf = _define(
+    'gamma.logpdf', lambda x, a, loc, scale: _st.gamma.logpdf(x, a, loc, scale),
+    lambda x, a, loc, scale, out: ((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: anp.log(_z(x, loc, scale)) - digamma(a),
+    lambda x, a, loc, scale, out: -((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: (_z(x, loc, scale) - a) / scale)
+_gamma_cdf = _define(
+    'gamma.cdf', lambda x, a, loc, scale: _st.gamma.cdf(x, a, loc, scale),
+    lambda x, a, loc, scale, out: anp.exp(_gamma_logpdf(x, a, loc, scale)),
+    _no_derivative('stats.gamma.cdf', 'a', _SHAPE),
+    lambda x, a, loc, scale, out: -anp.exp(_gamma_logpdf(x, a, loc, scale)),
+    lambda x, a, loc, scale, out: -anp.exp(_gamma_logpdf(x, a, loc, scale)) * _z(x, loc, scale))
+
+gamma = _namespace(
+    logpdf=lambda x, a, loc=0.0, scale=1.0: _gamma_logpdf(x, a, loc, scale),
+    pdf=lambda x, a, loc=0.0, scale=1.0: anp.exp(_gamma_logpdf(x, a, loc, scale)),
+    cdf=lambda x, a, loc=0.0, scale=1.0: _gamma_cdf(x, a, loc, scale))
+
+
+# ---------------------------------------------------------------- beta
+
+_beta_logpdf = _define(
+    'beta.logpdf', lambda x, a, b: _st.beta.logpdf(x, a, b),
+    lambda x, a, b, out: (a - 1.0) / x - (b - 1.0) / (1.0 - x),
+    lambda x, a, b, out: anp.log(x) - digamma(a) + digamma(a + b),
+    lambda x, a, b, out: anp.log1p(-x) - digamma(b) + digamma(a + b))
+_beta_cdf = _define(
+    'beta.cdf', lambda x, a, b: _st.beta.cdf(x, a, b),
+    lambda x, a, b, out: anp.exp(_beta_logpdf(x, a, b)),
+    _no_derivative('stats.beta.cdf', 'a', _SHAPE), _no_derivative('stats.beta.cdf', 'b', _SHAPE))
+
+beta = _namespace(logpdf=_beta_logpdf, pdf=lambda x, a, b: anp.exp(_beta_logpdf(x, a, b)),
+                  cdf=_beta_cdf)
+
+
+# ---------------------------------------------------------------- Poisson
+
+_poisson_logpmf = _define(
+    'poisson.logpmf', lambda k, mu: _st.poisson.logpmf(k, mu),
+    _no_derivative('stats.poisson.logpmf', 'k', "it is a count"),
+    lambda k, mu, out: k / mu - 1.0)
+_poisson_cdf = _define(
+    'poisson.cdf', lambda k, mu: _st.poisson.cdf(k, mu),
+    _no_derivative('stats.poisson.cdf', 'k', "it is a count"),
+    lambda k, mu, out: -anp.exp(_poisson_logpmf(np.floor(k), mu)))
+
+poisson = _namespace(logpmf=_poisson_logpmf, pmf=lambda k, mu: anp.exp(_poisson_logpmf(k, mu)),
+                     cdf=_poisson_cdf)
+
+
+# ---------------------------------------------------------------- chi-squared
+
+_chi2_logpdf = _define(
+    'chi2.logpdf', lambda x, df: _st.chi2.logpdf(x, df),
+    lambda x, df, out: (df / 2.0 - 1.0) / x - 0.5,
+    lambda x, df, out: 0.5 * (anp.log(x / 2.0) - digamma(df / 2.0)))
+chi2 = _namespace(logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
+
+
+# ---------------------------------------------------------------- multivariate normal and Dirichlet
+# Written with differentiable array functions (solve, slogdet, gammaln), so every rule
+# comes from theirs; values agree with scipy's to rounding.
+
+def _mvn_logpdf(x, mean, cov):
+    d = np.shape(primal_value(cov))[-1]
+    r = x - mean
+    quad = anp.sum(r * anp.linalg.solve(cov, r[..., None])[..., 0] if anp.ndim(r) > 1
+                   else r * anp.linalg.solve(cov, r), axis=-1)
+    return -0.5 * (d * _LOG_2PI + anp.linalg.slogdet(cov)[1] + quad)
+
+
+multivariate_normal = _namespace(
+    logpdf=lambda x, mean=None, cov=1.0: _mvn_logpdf(
+        x, 0.0 if mean is None else mean, anp.array(cov) if np.ndim(primal_value(cov)) == 2
+        else anp.eye(np.shape(primal_value(x))[-1]) * cov),
+    pdf=lambda x, mean=None, cov=1.0: anp.exp(multivariate_normal.logpdf(x, mean, cov)))
+
+
+def _dirichlet_logpdf(x, alpha):
+    return (anp.sum((alpha - 1.0) * anp.log(x), axis=0) + gammaln(anp.sum(alpha))
+            - anp.sum(gammaln(alpha)))
+
+
+dirichlet = _namespace(logpdf=_dirichlet_logpdf,
+                       pdf=lambda x, alpha: anp.exp(_dirichlet_logpdf(x, alpha)))
+
+__all__ = ['norm', 't', 'gamma', 'beta', 'poisson', 'chi2', 'multivariate_normal', 'dirichlet',
+           'polygamma']

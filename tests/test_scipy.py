@@ -1,0 +1,129 @@
+"""nestad.scipy: values are scipy's; rules checked by check_rules (every mode, batched and
+unbatched, against finite differences, to second order) on scalars and arrays; staged
+results equal eager ones; derivatives scipy cannot give raise."""
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats
+
+import nestad as nd
+from nestad.extend import check_rules
+from nestad.scipy import special as sp
+from nestad.scipy import stats
+
+X = np.array([0.3, 0.45, 0.7])       # inside every function's smooth domain below
+POS = np.array([1.3, 2.1, 3.7])
+
+# qualified name in the registry -> (function of differentiable arguments, arguments)
+SCIPY_ROWS = {
+    'scipy.special.polygamma': (lambda x: sp.polygamma(2, x), (POS,)),
+    'scipy.special.digamma': (sp.digamma, (POS,)),
+    'scipy.special.gammaln': (sp.gammaln, (POS,)),
+    'scipy.special.gamma': (sp.gamma, (POS,)),
+    'scipy.special.rgamma': (sp.rgamma, (POS,)),
+    'scipy.special.beta': (sp.beta, (POS, POS[::-1])),
+    'scipy.special.betaln': (sp.betaln, (POS, POS[::-1])),
+    'scipy.special.gammainc': (lambda x: sp.gammainc(2.5, x), (POS,)),
+    'scipy.special.gammaincc': (lambda x: sp.gammaincc(2.5, x), (POS,)),
+    'scipy.special.betainc': (lambda x: sp.betainc(2.0, 3.0, x), (X,)),
+    'scipy.special.erf': (sp.erf, (X,)),
+    'scipy.special.erfc': (sp.erfc, (X,)),
+    'scipy.special.erfinv': (sp.erfinv, (X,)),
+    'scipy.special.erfcinv': (sp.erfcinv, (X,)),
+    'scipy.special.expit': (sp.expit, (X - 0.5,)),
+    'scipy.special.logit': (sp.logit, (X,)),
+    'scipy.special.log_expit': (sp.log_expit, (X - 0.5,)),
+    'scipy.special.xlogy': (sp.xlogy, (X, POS)),
+    'scipy.special.xlog1py': (sp.xlog1py, (X, POS)),
+    'scipy.special.iv': (lambda x: sp.iv(2, x), (POS,)),
+    'scipy.special.ive': (lambda x: sp.ive(2, x), (POS,)),
+    'scipy.special.i0': (sp.i0, (X,)),
+    'scipy.special.i1': (sp.i1, (X,)),
+    'scipy.special.i0e': (sp.i0e, (X,)),
+    'scipy.special.i1e': (sp.i1e, (X,)),
+    'scipy.stats.norm.logpdf': (stats.norm.logpdf, (X, X[::-1], POS)),
+    'scipy.stats.norm.pdf': (stats.norm.pdf, (X, X[::-1], POS)),
+    'scipy.stats.norm.cdf': (stats.norm.cdf, (X, X[::-1], POS)),
+    'scipy.stats.norm.logcdf': (stats.norm.logcdf, (X, X[::-1], POS)),
+    'scipy.stats.norm.sf': (stats.norm.sf, (X, X[::-1], POS)),
+    'scipy.stats.norm.logsf': (stats.norm.logsf, (X, X[::-1], POS)),
+    'scipy.stats.t.logpdf': (stats.t.logpdf, (X, POS + 1.0, X[::-1], POS)),
+    'scipy.stats.t.cdf': (lambda x, loc, scale: stats.t.cdf(x, 3.5, loc, scale), (X, X[::-1], POS)),
+    'scipy.stats.gamma.logpdf': (lambda x, a, scale: stats.gamma.logpdf(x, a, 0.1, scale), (POS, POS[::-1], X + 1.0)),
+    'scipy.stats.gamma.cdf': (lambda x, scale: stats.gamma.cdf(x, 2.5, 0.1, scale), (POS, X + 1.0)),
+    'scipy.stats.beta.logpdf': (stats.beta.logpdf, (X, POS, POS[::-1])),
+    'scipy.stats.beta.cdf': (lambda x: stats.beta.cdf(x, 2.0, 3.0), (X,)),
+    'scipy.stats.poisson.logpmf': (lambda mu: stats.poisson.logpmf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
+    'scipy.stats.poisson.cdf': (lambda mu: stats.poisson.cdf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
+    'scipy.stats.chi2.logpdf': (stats.chi2.logpdf, (POS, POS[::-1] + 1.0)),
+}
+
+# Functions written with differentiable functions (no primitive of their own).
+COMPOSITES = {
+    'logsumexp b': (lambda a, b: sp.logsumexp(a, b=b), (X, POS)),
+    'logsumexp axis': (lambda a: sp.logsumexp(a, axis=1, keepdims=True), (np.outer(X, POS),)),
+    'mvn logpdf': (lambda x, m, c: stats.multivariate_normal.logpdf(x, m, c),
+                   (X, X[::-1], np.diag(POS) + 0.1)),
+    'dirichlet logpdf': (lambda x, a: stats.dirichlet.logpdf(x, a), (X / X.sum(), POS)),
+    't pdf': (lambda x: stats.t.pdf(x, 3.5), (X,)),
+    'gamma pdf': (lambda x: stats.gamma.pdf(x, 2.5), (POS,)),
+    'beta pdf': (lambda x: stats.beta.pdf(x, 2.0, 3.0), (X,)),
+    'poisson pmf': (lambda mu: stats.poisson.pmf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
+    'chi2 pdf': (lambda x: stats.chi2.pdf(x, 3.0), (POS,)),
+}
+
+
+@pytest.mark.parametrize('name', sorted(SCIPY_ROWS))
+def test_rules_on_arrays_and_scalars(name):
+    fn, args = SCIPY_ROWS[name]
+    check_rules(fn, *args, order=2)
+    check_rules(fn, *[float(a[1]) for a in args], order=2)
+
+
+@pytest.mark.parametrize('name', sorted(COMPOSITES))
+def test_composites(name):
+    fn, args = COMPOSITES[name]
+    check_rules(fn, *args, order=2)
+
+
+@pytest.mark.parametrize('name, ours, theirs, args', [
+    ('gammaln', sp.gammaln, scipy.special.gammaln, (POS,)),
+    ('polygamma', lambda x: sp.polygamma(3, x), lambda x: scipy.special.polygamma(3, x), (POS,)),
+    ('erfinv', sp.erfinv, scipy.special.erfinv, (X,)),
+    ('xlogy', sp.xlogy, scipy.special.xlogy, (np.array([0.0, 1.0, 2.0]), np.array([0.0, 2.0, 3.0]))),
+    ('i1e', sp.i1e, scipy.special.i1e, (X - 0.5,)),
+    ('logsumexp', lambda a: sp.logsumexp(a, b=POS), lambda a: scipy.special.logsumexp(a, b=POS), (X,)),
+    ('norm.logcdf', stats.norm.logcdf, scipy.stats.norm.logcdf, (X * 10 - 8,)),
+    ('t.logpdf', lambda x: stats.t.logpdf(x, 3.5, 0.2, 1.5), lambda x: scipy.stats.t.logpdf(x, 3.5, 0.2, 1.5), (X,)),
+    ('mvn', lambda x: stats.multivariate_normal.logpdf(x, X[::-1], np.diag(POS)),
+     lambda x: scipy.stats.multivariate_normal.logpdf(x, X[::-1], np.diag(POS)), (X,)),
+    ('dirichlet', lambda a: stats.dirichlet.logpdf(X / X.sum(), a),
+     lambda a: scipy.stats.dirichlet.logpdf(X / X.sum(), a), (POS,)),
+])
+def test_values_are_scipys(name, ours, theirs, args):
+    assert np.allclose(ours(*args), theirs(*args), rtol=1e-13, atol=1e-15)
+
+
+def test_second_derivatives_in_every_pairing_and_staged():
+    D = {'f': nd.derivative, 'r': nd.gradient_r}
+    want = scipy.special.polygamma(2, 2.5)            # d2/dx2 digamma
+    for p in ('ff', 'fr', 'rf', 'rr'):
+        op = D[p[0]](D[p[1]](sp.digamma))
+        assert math.isclose(op(2.5), want, rel_tol=1e-12)
+        assert nd.stage(op)(2.5) == op(2.5)
+    g = nd.gradient_r(lambda s: nd.numpy.sum(stats.norm.logpdf(X, 0.2, s)))
+    assert nd.stage(g)(1.7) == g(1.7)
+
+
+def test_derivatives_scipy_cannot_give_raise():
+    with pytest.raises(nd.NestadError, match="shape"):
+        nd.derivative(lambda a: sp.gammainc(a, 2.0))(1.5)
+    with pytest.raises(nd.NestadError, match="integer order"):
+        nd.gradient_r(lambda n: sp.polygamma(n, 2.0))(1.0)
+    with pytest.raises(nd.NestadError, match="shape"):
+        nd.derivative(lambda a: stats.gamma.cdf(2.0, a))(1.5)
+    # the other argument still differentiates
+    assert math.isclose(nd.derivative(lambda x: sp.gammainc(2.0, x))(1.5),
+                        1.5 * math.exp(-1.5), rel_tol=1e-12)
