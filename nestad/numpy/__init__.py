@@ -1301,6 +1301,7 @@ _UFUNC_PRIMITIVES.update({_np.add: add, _np.subtract: subtract, _np.multiply: mu
                           _np.true_divide: divide, _np.negative: negative, _np.power: power})
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
+from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

@@ -42,6 +42,8 @@ _BY_VALUE = {
     np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
     np.conjugate: lambda x: x, np.real: lambda x: x,       # of real values
+    np.iscomplex: _value_of(np.iscomplex), np.isreal: _value_of(np.isreal),
+    np.iscomplexobj: _value_of(np.iscomplexobj), np.isrealobj: _value_of(np.isrealobj),
 }
 _ALL = {**_mirrors(), **_BY_VALUE}
 UFUNCS = {f: fn for f, fn in _ALL.items() if isinstance(f, np.ufunc)}

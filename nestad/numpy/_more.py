@@ -1,0 +1,166 @@
+"""More numpy functions, written with nestad.numpy's differentiable ones (no rules of
+their own: theirs come from the functions they are made of).  Each keeps numpy's name,
+arguments and values; numpy's dispatch reaches them by name like the others."""
+import numpy as _np
+
+from . import (_as_operand, _elementwise2, _ndim, _shape, absolute, at, concatenate, exp2,
+               getitem, isfinite, isnan, maximum, minimum, reshape, sin, transpose, vstack,
+               where)
+from ..errors import InvalidInputError
+from ..values import primal_value
+
+__all__ = ['rad2deg', 'degrees', 'deg2rad', 'radians', 'fabs', 'sinc', 'logaddexp2',
+           'nan_to_num', 'real_if_close', 'angle', 'rot90', 'atleast_3d', 'rollaxis', 'select',
+           'pad', 'column_stack', 'row_stack', 'fmax', 'fmin', 'gradient', 'partition']
+
+
+def rad2deg(x):
+    return _as_operand(x) * (180.0 / _np.pi)
+
+
+def deg2rad(x):
+    return _as_operand(x) * (_np.pi / 180.0)
+
+
+degrees, radians = rad2deg, deg2rad
+
+
+def fabs(x):
+    return absolute(x)
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (where its derivative is 0)."""
+    x = _as_operand(x)
+    zero = primal_value(x) == 0
+    safe = where(zero, 1.0, x) if _np.any(zero) else x
+    return where(zero, 1.0, sin(_np.pi * safe) / (_np.pi * safe))
+
+
+# log2(2^x + 2^y): numpy's values, rules 2^(x - out) and 2^(y - out)
+logaddexp2 = _elementwise2('logaddexp2', _np.logaddexp2, None,
+                           lambda x, y, out: exp2(x - out), lambda x, y, out: exp2(y - out))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """Finite entries pass with their derivative; nan and infinities become constants."""
+    x = _as_operand(x)
+    v = primal_value(x)
+    return where(isfinite(v), x, _np.nan_to_num(v, nan=nan, posinf=posinf, neginf=neginf))
+
+
+def real_if_close(x, tol=100):
+    return x                                   # nestad's values are real
+
+
+def angle(z, deg=False):
+    """The angle of a real number: 0 or pi, a constant."""
+    return _np.angle(primal_value(z), deg=deg)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    m = _as_operand(m)
+    k %= 4
+    a0, a1 = (a % _ndim(m) for a in axes)
+    for _ in range(k):
+        # rot90 once: reverse axis a1, then swap a0 and a1
+        index = tuple(slice(None, None, -1) if i == a1 else slice(None) for i in range(_ndim(m)))
+        m = getitem(m, index)
+        perm = list(range(_ndim(m)))
+        perm[a0], perm[a1] = perm[a1], perm[a0]
+        m = transpose(m, perm)
+    return m
+
+
+def atleast_3d(x):
+    x = _as_operand(x)
+    n = _ndim(x)
+    if n == 0:
+        return reshape(x, (1, 1, 1))
+    if n == 1:
+        return reshape(x, (1,) + _shape(x) + (1,))
+    if n == 2:
+        return reshape(x, _shape(x) + (1,))
+    return x
+
+
+def rollaxis(a, axis, start=0):
+    a = _as_operand(a)
+    n = _ndim(a)
+    axis %= n
+    start = start % (n + 1) if start < 0 else start
+    order = [i for i in range(n) if i != axis]
+    order.insert(start if start <= axis else start - 1, axis)
+    return transpose(a, order)
+
+
+def select(condlist, choicelist, default=0):
+    out = default
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        out = where(cond, choice, out)
+    return out
+
+
+def pad(array, pad_width, mode='constant', constant_values=0):
+    """numpy.pad in 'constant' mode: the array placed inside a frame of constants."""
+    if mode != 'constant':
+        raise InvalidInputError(f"nestad.numpy.pad supports mode='constant', not {mode!r}")
+    x = _as_operand(array)
+    widths = _np.broadcast_to(_np.asarray(pad_width, dtype=int).reshape(-1, 2)
+                              if _np.ndim(pad_width) else _np.full((1, 2), pad_width),
+                              (_ndim(x), 2))
+    shape = tuple(int(s + lo + hi) for s, (lo, hi) in zip(_shape(x), widths))
+    frame = _np.full(shape, constant_values, dtype=_np.result_type(primal_value(x), float))
+    index = tuple(slice(int(lo), int(lo) + s) for s, (lo, _) in zip(_shape(x), widths))
+    return at(frame)[index].set(x)
+
+
+def column_stack(tup):
+    arrays = [_as_operand(a) for a in tup]
+    return concatenate([reshape(a, (-1, 1)) if _ndim(a) < 2 else a for a in arrays], axis=1)
+
+
+row_stack = vstack
+
+
+def fmax(x, y):
+    """maximum that ignores nan (the other argument wins)."""
+    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, maximum(x, y)))
+
+
+def fmin(x, y):
+    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, minimum(x, y)))
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """numpy.gradient with unit spacing (or one scalar spacing per axis): central
+    differences inside, one-sided at the edges (edge_order=1)."""
+    f = _as_operand(f)
+    n = _ndim(f)
+    axes = tuple(range(n)) if axis is None else (
+        tuple(a % n for a in axis) if isinstance(axis, (tuple, list)) else (axis % n,))
+    if edge_order != 1:
+        raise InvalidInputError("nestad.numpy.gradient supports edge_order=1")
+    spacings = list(varargs) if varargs else [1.0] * len(axes)
+    if len(spacings) == 1 and len(axes) > 1:
+        spacings = spacings * len(axes)
+    out = []
+    for ax, h in zip(axes, spacings):
+        def part(s):
+            return tuple(s if i == ax else slice(None) for i in range(n))
+        inner = (getitem(f, part(slice(2, None))) - getitem(f, part(slice(None, -2)))) / (2.0 * h)
+        first = (getitem(f, part(slice(1, 2))) - getitem(f, part(slice(0, 1)))) / h
+        last = (getitem(f, part(slice(-1, None))) - getitem(f, part(slice(-2, -1)))) / h
+        out.append(concatenate([first, inner, last], axis=ax))
+    return out[0] if len(out) == 1 else out
+
+
+def partition(a, kth, axis=-1):
+    """numpy.partition: the entries, in numpy's partitioned order, each with its derivative."""
+    a = _as_operand(a)
+    v = primal_value(a)
+    order = _np.argpartition(v, kth, axis=axis)
+    grid = list(_np.indices(_np.shape(v), sparse=True))
+    grid[axis % _np.ndim(v)] = order
+    return getitem(a, tuple(grid))
+
