@@ -590,7 +590,8 @@ def main():
               '(run with PYTHONPATH set to the repository root)')
     print('  Each part runs in its own fresh process; each sample alternates with a sample of '
           'its plain baseline, and ratios are medians of per-sample ratios; across processes '
-          '(nestad against JAX) ratios of these plain-normalised times.  Garbage collector on, '
+          '(nestad against JAX in part 4b) ratios of these plain-normalised times (part 6 pairs '
+          'numba with JAX in one process).  Garbage collector on, '
           'imports frozen (gc.freeze).  JAX: CPU, float64, one intra-op thread.')
     print()
     misses, problems = [], []
