@@ -1,5 +1,8 @@
 """The list of differentiable functions in the README, made from the registry
-(``python -m nestad.catalog`` prints it; tests/test_registry.py checks the README has it)."""
+(``python -m nestad.catalog`` prints it, ``--write README.md`` puts it in the README;
+tests/test_registry.py checks the README has it)."""
+import pathlib
+
 
 def catalog():
     """The README's list of differentiable functions, made from the registry and from
@@ -25,5 +28,18 @@ def catalog():
     return "\n".join(lines)
 
 
+def write_readme(path):
+    """Replace the generated list between the markers in the README at ``path``."""
+    path = pathlib.Path(path)
+    text = path.read_text()
+    start = text.index("<!-- functions: generated")
+    end = text.index("<!-- functions: end -->") + len("<!-- functions: end -->")
+    path.write_text(text[:start] + catalog() + text[end:])
+
+
 if __name__ == "__main__":
-    print(catalog())
+    import sys
+    if sys.argv[1:2] == ["--write"]:      # python -m nestad.catalog --write README.md
+        write_readme(sys.argv[2])
+    else:
+        print(catalog())

@@ -401,7 +401,6 @@ UNSUPPORTED = {   # call on a nestad value: (full public name, words of the alte
     'fft': (lambda x: np.fft.fft(x).real, 'numpy.fft.fft', 'nestad.numpy'),
     'sort': (np.sort, 'numpy.sort', 'nestad.numpy'),
     'scimath-sqrt': (np.emath.sqrt, 'numpy.lib.scimath.sqrt', 'nestad.numpy'),
-    'deg2rad': (np.deg2rad, 'numpy.deg2rad', 'numpy.pi / 180'),
     'tensordot': (lambda x: np.tensordot(x, x), 'numpy.tensordot', 'nestad.numpy.einsum'),
     'std': (np.std, 'numpy.std', 'nestad.numpy.mean'),
     'add.accumulate': (np.add.accumulate, 'numpy.add.accumulate', 'nestad.numpy.cumsum'),

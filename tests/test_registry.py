@@ -60,6 +60,7 @@ ARRAY_ROWS = {
     'numpy.maximum': (anp.maximum, (np.array([0.3, -0.2, 0.9]), np.array([-0.1, 0.5, 0.2]))),
     'numpy.minimum': (anp.minimum, (np.array([0.3, -0.2, 0.9]), np.array([-0.1, 0.5, 0.2]))),
     'numpy.logaddexp': (anp.logaddexp, (_vec(), _mat())),
+    'numpy.logaddexp2': (anp.logaddexp2, (_vec(), _mat())),
     'numpy.sum': (lambda x: anp.sum(x, axis=1), (_mat(),)),
     'numpy.prod': (lambda x: anp.prod(x, axis=0), (_mat(),)),
     'numpy.max': (lambda x: anp.max(x, axis=1), (_mat(),)),

@@ -54,7 +54,6 @@ if hasattr(np, 'astype'):            # numpy >= 2.1
 
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
-    'numpy.deg2rad': 'x * (numpy.pi / 180)',
     'numpy.tensordot': 'nestad.numpy.einsum or matmul',
     'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',

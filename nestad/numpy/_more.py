@@ -1,6 +1,8 @@
 """More numpy functions, written with nestad.numpy's differentiable ones (no rules of
 their own: theirs come from the functions they are made of).  Each keeps numpy's name,
 arguments and values; numpy's dispatch reaches them by name like the others."""
+import math
+
 import numpy as _np
 
 from . import (_as_operand, _elementwise2, _ndim, _shape, absolute, at, concatenate, exp2,
@@ -29,12 +31,28 @@ def fabs(x):
     return absolute(x)
 
 
+# sin(t)/t = sum_k (-1)^k t^(2k) / (2k+1)!, for |t| < 1: its terms to k = 20 give the value
+# and every derivative up to order 20 to rounding, with no cancellation near t = 0
+_SINC_SERIES = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(21)]
+
+
 def sinc(x):
-    """sin(pi x) / (pi x), 1 at 0 (where its derivative is 0)."""
+    """sin(pi x) / (pi x), 1 at 0.  Near 0 (|pi x| < 1) the Taylor series is used:
+    differentiating the quotient there cancels catastrophically (and gives 0/0 at 0)."""
     x = _as_operand(x)
-    zero = primal_value(x) == 0
-    safe = where(zero, 1.0, x) if _np.any(zero) else x
-    return where(zero, 1.0, sin(_np.pi * safe) / (_np.pi * safe))
+    v = primal_value(x)
+    small = _np.abs(v) < 1.0 / _np.pi
+    if not _np.any(small):
+        return sin(_np.pi * x) / (_np.pi * x)
+    t = _np.pi * where(small, x, 0.0)
+    s = t * t
+    series = _SINC_SERIES[-1]
+    for c in reversed(_SINC_SERIES[:-1]):
+        series = series * s + c
+    if _np.all(small):
+        return series
+    safe = where(small, 1.0, x)
+    return where(small, series, sin(_np.pi * safe) / (_np.pi * safe))
 
 
 # log2(2^x + 2^y): numpy's values, rules 2^(x - out) and 2^(y - out)
