@@ -16,9 +16,9 @@ import math as _math
 
 import numpy as _np
 from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, ndarray,  # noqa: F401
-                   newaxis, pi, arange, linspace, eye, identity, zeros, ones, full, empty,
+                   newaxis, pi, arange, eye, identity, zeros, ones, full, empty,
                    random, isnan, isfinite, isinf, allclose, isclose, array_equal, shape, ndim,
-                   size, result_type, zeros_like, ones_like, full_like)
+                   size, result_type)
 
 from .. import primitives as _scalar
 from .. import registry as _registry
@@ -444,8 +444,13 @@ _where = _define(
           lambda g, cond, x, y, out: sum_to(_where(cond, 0.0, g), _shape(y))))
 
 
-def where(condition, x, y):
-    """Elementwise choice; the condition is read from primal values (no derivative)."""
+def where(condition, x=_np._NoValue, y=_np._NoValue):
+    """Elementwise choice; the condition is read from primal values (no derivative).
+    With the condition alone, numpy's indices of its nonzero entries."""
+    if x is _np._NoValue and y is _np._NoValue:
+        return _np.nonzero(primal_value(_as_operand(condition)))
+    if x is _np._NoValue or y is _np._NoValue:
+        raise ValueError("either both or neither of x and y should be given")
     cond = primal_value(_as_operand(condition))
     if not is_tracer(cond):
         cond = _np.asarray(cond, dtype=bool)
@@ -685,17 +690,21 @@ _astype = _define(
 
 
 def astype(x, dtype, copy=True):
-    """x as a float dtype (float32, float64...).  Other dtypes are refused on nestad values:
-    integers and booleans have no derivative, so it would be dropped silently."""
+    """x as another dtype.  A float dtype (float32, float64...) casts the value and its
+    derivative.  An integer or boolean dtype gives numpy's values without derivative: the
+    cast is piecewise constant (as floor is), so its derivative is zero wherever it exists.
+    A complex dtype is refused (nestad's derivatives are real)."""
     x = _as_operand(x)
     if not isinstance(x, Perturbed):
         return _np.asarray(_plain_operand(x, 'astype')).astype(dtype, copy=copy)
     dtype = _np.dtype(dtype)
+    if dtype.kind in 'biu':
+        return _astype_plain(primal_value(x), dtype)
     if dtype.kind != 'f':
         raise InvalidInputError(
-            f"astype({dtype}) on a nestad value would drop its derivative ({dtype} numbers carry "
-            "none). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want the "
-            "values without the derivative.")
+            f"astype({dtype}) on a nestad value would drop its derivative (nestad's derivatives "
+            "are real). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want "
+            "the values without the derivative.")
     return _cast(x, dtype)
 
 
@@ -1302,6 +1311,8 @@ _UFUNC_PRIMITIVES.update({_np.add: add, _np.subtract: subtract, _np.multiply: mu
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
+from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index tricks, casts)
+from ._stats import *  # noqa: E402,F401,F403  (statistics, order statistics, cumprod)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

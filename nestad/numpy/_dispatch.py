@@ -20,7 +20,7 @@ def _mirrors():
     table = {}
     for module, namespace in ((np, anp), (np.linalg, anp.linalg)):
         for name, fn in vars(namespace).items():
-            if name.startswith('_') or not callable(fn) or \
+            if name.startswith('_') or not callable(fn) or isinstance(fn, type) or \
                     not getattr(fn, '__module__', '').startswith('nestad'):
                 continue
             target = getattr(module, name, None)
@@ -55,10 +55,10 @@ if hasattr(np, 'astype'):            # numpy >= 2.1
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
     'numpy.tensordot': 'nestad.numpy.einsum or matmul',
-    'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
-    'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.add.accumulate': 'nestad.numpy.cumsum',
     'numpy.add.at': "the functional update x.at[index].add(values)",
+    'numpy.copyto': "nestad.numpy.full_like(a, x), or the functional update "
+                    "nestad.numpy.at(out)[index].set(x)",
     'numpy.linalg.matrix_power': 'repeated @',
 }
 
