@@ -326,8 +326,22 @@ def test_squeeze_and_expand_dims_edge_cases():
         np_fn, nd_fn = both(f)
         np.testing.assert_array_equal(_primal_run(nd_fn, (x,)), np_fn(x))
         check_rules(nd_fn, x, order=1)
+
+
+@pytest.mark.parametrize('call', [
+    lambda a: anp.expand_dims(a, 5), lambda a: anp.expand_dims(a, (0, 0)),
+    lambda a: anp.squeeze(a, 3), lambda a: anp.squeeze(a, 1), lambda a: anp.moveaxis(a, 0, 4),
+    lambda a: anp.swapaxes(a, 0, 3), lambda a: anp.transpose(a, (0, 3)),
+    lambda a: anp.transpose(a, (0, 0)), lambda a: anp.rollaxis(a, 0, 4),
+    lambda a: anp.roll(a, 1, axis=2), lambda a: anp.flip(a, 2), lambda a: anp.cumprod(a, 2),
+])
+def test_axes_out_of_range_are_numpys_errors_not_wrapped_around(call):
+    """An axis past the array's rank used to wrap around (a % ndim) and move another axis."""
+    x = R.uniform(size=(1, 3))
+    with pytest.raises(ValueError):          # numpy's AxisError is a ValueError
+        call(x)
     with pytest.raises(ValueError):
-        anp.squeeze(anp.array(x) * nd.primal_value(1.0), axis=1)
+        nd.gradient_r(lambda a: anp.sum(call(a)))(x)
 
 
 # ---------------------------------------------------------------- refused cases

@@ -29,6 +29,14 @@ from ..tracer import SIMPLIFY as _SIMPLIFY, UFUNC_PRIMITIVES as _UFUNC_PRIMITIVE
 from ..tracer import producer as _producer
 from ..values import Perturbed, primal_value
 
+try:                                            # numpy >= 2.0
+    from numpy.lib.array_utils import normalize_axis_index as _axis_index, \
+        normalize_axis_tuple as _axis_tuple
+except ImportError:                             # pragma: no cover
+    from numpy.core.multiarray import normalize_axis_index as _axis_index
+    from numpy.core.numeric import normalize_axis_tuple as _axis_tuple
+
+
 def _shape(x):
     return _np.shape(primal_value(x))
 
@@ -174,7 +182,12 @@ _transpose = _define(
 def transpose(x, axes=None):
     x = _as_operand(x)
     n = _ndim(x)
-    axes = tuple(reversed(range(n))) if axes is None else tuple(a % n for a in axes)
+    if axes is None:
+        axes = tuple(reversed(range(n)))
+    else:
+        axes = tuple(_axis_index(a, n) for a in axes)
+        if sorted(axes) != list(range(n)):
+            raise ValueError("axes don't match array")
     return x if axes == tuple(range(n)) else _transpose(x, axes=axes)
 
 
@@ -182,15 +195,17 @@ def swapaxes(x, axis1, axis2):
     x = _as_operand(x)
     n = _ndim(x)
     axes = list(range(n))
-    axes[axis1 % n], axes[axis2 % n] = axes[axis2 % n], axes[axis1 % n]
+    axis1, axis2 = _axis_index(axis1, n), _axis_index(axis2, n)
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(x, axes)
 
 
 def moveaxis(x, source, destination):
     x = _as_operand(x)
     n = _ndim(x)
-    order = [a for a in range(n) if a != source % n]
-    order.insert(destination % n, source % n)
+    source, destination = _axis_index(source, n), _axis_index(destination, n)
+    order = [a for a in range(n) if a != source]
+    order.insert(destination, source)
     return transpose(x, order)
 
 
@@ -198,8 +213,7 @@ def expand_dims(x, axis):
     x = _as_operand(x)
     s = list(_shape(x))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    n = len(s) + len(axes)
-    for a in sorted(a % n for a in axes):
+    for a in sorted(_axis_tuple(axes, len(s) + len(axes))):    # numpy's errors for bad axes
         s.insert(a, 1)
     return reshape(x, s)
 
@@ -209,10 +223,11 @@ def squeeze(x, axis=None):
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
-    axes = {a % len(s) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    axes = set(_axis_tuple(axis, len(s)))
     for a in axes:
         if s[a] != 1:
-            raise ValueError(f"cannot squeeze axis {a} of size {s[a]}")
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                             f"one (axis {a} has size {s[a]})")
     return reshape(x, [d for i, d in enumerate(s) if i not in axes])
 
 

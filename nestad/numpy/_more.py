@@ -5,7 +5,7 @@ import math
 
 import numpy as _np
 
-from . import (_as_operand, _elementwise2, _ndim, _shape, absolute, astype, concatenate, exp2,
+from . import (_as_operand, _axis_index, _elementwise2, _ndim, _shape, absolute, astype, concatenate, exp2,
                getitem, isfinite, isnan, maximum, minimum, negative, power, reshape, sin,
                transpose, vstack, where)
 from ..errors import InvalidInputError
@@ -106,8 +106,8 @@ def atleast_3d(x):
 def rollaxis(a, axis, start=0):
     a = _as_operand(a)
     n = _ndim(a)
-    axis %= n
-    start = start % (n + 1) if start < 0 else start
+    axis = _axis_index(axis, n)
+    start = _axis_index(start, n + 1)
     order = [i for i in range(n) if i != axis]
     order.insert(start if start <= axis else start - 1, axis)
     return transpose(a, order)

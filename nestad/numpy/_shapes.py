@@ -12,17 +12,12 @@ import operator
 
 import numpy as _np
 
-from . import (_as_operand, _ndim, _plain_operand, _shape, astype, at, broadcast_to,
+from . import (_as_operand, _axis_index, _ndim, _plain_operand, _shape, astype, at, broadcast_to,
                concatenate, diagonal, getitem, moveaxis, ravel, reshape, swapaxes, transpose,
                where)
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
-
-try:                                            # numpy >= 2.0
-    from numpy.lib.array_utils import normalize_axis_index as _axis_index
-except ImportError:                             # pragma: no cover
-    from numpy.core.multiarray import normalize_axis_index as _axis_index
 
 __all__ = ['repeat', 'tile', 'tril', 'triu', 'roll', 'append', 'split', 'array_split', 'vsplit',
            'hsplit', 'dsplit', 'diag', 'diagflat', 'flip', 'flipud', 'fliplr', 'sort',
