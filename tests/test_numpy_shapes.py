@@ -390,3 +390,36 @@ def test_staged_equals_eager(name):
 def test_staged_sort_is_refused_with_the_cause():
     with pytest.raises(nd.StagingError, match='depends on the data'):
         nd.stage(lambda x: anp.sum(anp.sort(x)))(V)
+
+
+# ---------------------------------------------------------------- float32
+
+F32_CASES = ['cumprod axis 1', 'var axis 1 ddof 1 keepdims', 'roll tuples', 'median even axis 1',
+             'quantile', 'diag of vector k=1', 'pad reflect', 'average weights',
+             'linspace arrays axis 1 no endpoint', 'nanmean', 'copysign']
+
+
+@pytest.mark.parametrize('name', F32_CASES)
+def test_float32_arguments_keep_float32_values_and_derivatives(name):
+    """float32 in, float32 out, and float32 derivatives in every mode (even where a float64
+    constant promotes the computation: the derivative lives in the argument's space)."""
+    _, nd_fn, args, _ = CASES[name]
+    args32 = tuple(_float32(a) for a in args)
+    if 'nan' not in name:
+        assert np.asarray(_primal_run(nd_fn, args32)).dtype == np.float32
+    w = R.uniform(0.5, 1.5, size=np.shape(nd_fn(*args)))          # float64 weights
+    nums = tuple(range(len(args)))
+    F = lambda *a: anp.sum(w * anp.nan_to_num(nd_fn(*a)))        # noqa: E731
+    F64 = nd.gradient_r(F, argnums=nums)(*[np.float64(a) if np.ndim(a) == 0 else np.asarray(a, float)
+                                           for a in args32])
+    for op in (nd.gradient_r, nd.gradient_f):
+        for g, a, ref in zip(op(F, argnums=nums)(*args32), args32, F64):
+            assert np.asarray(g).dtype == np.float32, (op.__name__, np.asarray(g).dtype)
+            np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-5)
+    first = args32[0]
+    h = nd.hessian(lambda a: F(a, *args32[1:]))(first)
+    assert h.dtype == np.float32
+    jr = nd.jacobian_r(lambda a: nd_fn(a, *args32[1:]))(first)
+    jf = nd.jacobian_f(lambda a: nd_fn(a, *args32[1:]))(first)
+    assert jr.dtype == np.float32 or 'nan' in name
+    np.testing.assert_allclose(jr, jf, rtol=1e-5, atol=1e-6)
