@@ -279,29 +279,37 @@ def test_where_with_one_argument_gives_indices():
 
 
 def test_integer_casts_give_numpys_integers_without_derivative():
-    """An integer cast is piecewise constant: autograd's test_cast_to_int indexes with it."""
+    """An integer cast is piecewise constant, its derivative zero: numpy.int64(x) (numpy asks
+    the value for an int64 array), numpy.asarray(x, dtype=int) and x.astype(int) give the
+    integers.  autograd's test_cast_to_int indexes with them."""
     W_ = R.uniform(-1.0, 1.0, size=(5, 10))
     W_[:, -1] = [0, 3, 1, 4, 2]
+    for cast in (np.int64, anp.int64, lambda v: np.asarray(v, dtype=np.intp), lambda v: v.astype(int)):
+        def f(W):
+            inds = cast(W[:, -1])
+            assert inds.dtype == np.int64 and isinstance(inds, np.ndarray)
+            return anp.sum(W[:, :-1][inds] ** 2)
+        g = nd.gradient_r(f)(W_)
+        expected = np.zeros_like(W_)
+        expected[:, :-1] = 2 * W_[:, :-1]
+        np.testing.assert_array_equal(g, expected)
+        np.testing.assert_array_equal(nd.gradient_f(f)(W_), expected)
+    assert nd.derivative(lambda s: s * np.int32(s))(2.5) == 2.0
+    assert nd.derivative(lambda s: s * float(np.bool_(s)))(-2.5) == 1.0
 
-    def f(W):
-        inds = anp.int64(W[:, -1])
-        assert inds.dtype == np.int64 and isinstance(inds, np.ndarray)
-        return anp.sum(W[:, :-1][inds] ** 2)
-    g = nd.gradient_r(f)(W_)
-    expected = np.zeros_like(W_)
-    expected[:, :-1] = 2 * W_[:, :-1]
-    np.testing.assert_array_equal(g, expected)
-    np.testing.assert_array_equal(nd.gradient_f(f)(W_), expected)
-    assert anp.int64(3.7) == 3 and type(anp.int64(3.7)) is np.int64
-    assert isinstance(np.int64(2), anp.int64) and np.dtype(anp.int32) == np.int32
-    assert np.zeros(2, dtype=anp.float32).dtype == np.float32
 
-
-def test_float_types_cast_the_derivative():
+def test_float_casts_keep_the_derivative_or_name_astype():
     x = np.array([0.5, 1.5])
-    g = nd.gradient_r(lambda x: anp.sum(anp.float32(x) * 2.0))(x)
-    assert g.dtype == np.float64 and g.tolist() == [2.0, 2.0]
-    assert nd.derivative(lambda s: anp.float64(s) * 3.0)(1.0) == 3.0
+    assert nd.gradient_r(lambda x: anp.sum(x.astype(np.float32) * 2.0))(x).tolist() == [2.0, 2.0]
+    with pytest.raises(nd.PerturbedConversionError, match='astype'):
+        nd.gradient_r(lambda x: anp.sum(np.float32(x)))(x)
+
+
+def test_an_escaped_value_cast_to_int_is_refused():
+    kept = []
+    nd.derivative(lambda s: kept.append(s) or s)(1.5)
+    with pytest.raises(nd.EscapedPerturbationError):
+        np.int64(kept[0])
 
 
 def test_pythons_int_stays_refused():
@@ -334,6 +342,8 @@ def test_squeeze_and_expand_dims_edge_cases():
     lambda a: anp.swapaxes(a, 0, 3), lambda a: anp.transpose(a, (0, 3)),
     lambda a: anp.transpose(a, (0, 0)), lambda a: anp.rollaxis(a, 0, 4),
     lambda a: anp.roll(a, 1, axis=2), lambda a: anp.flip(a, 2), lambda a: anp.cumprod(a, 2),
+    lambda a: anp.diagonal(a, 0, 1, 1), lambda a: anp.diagonal(a, 0, 0, 2),
+    lambda a: anp.diagonal(a[0]), lambda a: anp.trace(a, 0, 1, -1),
 ])
 def test_axes_out_of_range_are_numpys_errors_not_wrapped_around(call):
     """An axis past the array's rank used to wrap around (a % ndim) and move another axis."""

@@ -1109,7 +1109,11 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     and the diagonal becomes the last axis."""
     a = _as_operand(a)
     nd_ = _ndim(a)
-    axis1, axis2 = axis1 % nd_, axis2 % nd_
+    if nd_ < 2:
+        raise ValueError("diag requires an array of at least two dimensions")
+    axis1, axis2 = _axis_index(axis1, nd_), _axis_index(axis2, nd_)
+    if axis1 == axis2:
+        raise ValueError("axis1 and axis2 cannot be the same")
     a = transpose(a, [i for i in range(nd_) if i not in (axis1, axis2)] + [axis1, axis2])
     rows, cols = _shape(a)[-2:]
     size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0

@@ -23,8 +23,7 @@ __all__ = ['repeat', 'tile', 'tril', 'triu', 'roll', 'append', 'split', 'array_s
            'hsplit', 'dsplit', 'diag', 'diagflat', 'flip', 'flipud', 'fliplr', 'sort',
            'take_along_axis', 'take', 'linspace', 'diff', 'pad', 'r_', 'c_', 'full_like', 'zeros_like',
            'ones_like', 'empty_like', 'nonzero', 'flatnonzero', 'argwhere', 'count_nonzero',
-           'searchsorted', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32',
-           'uint64', 'intp', 'int_', 'float16', 'float32', 'float64']
+           'searchsorted']
 
 
 def _traced(*xs):
@@ -528,46 +527,3 @@ def _of_values(npfn):
 nonzero, flatnonzero = _of_values(_np.nonzero), _of_values(_np.flatnonzero)
 argwhere, count_nonzero = _of_values(_np.argwhere), _of_values(_np.count_nonzero)
 searchsorted = _of_values(_np.searchsorted)
-
-
-# ---------------------------------------------------------------- casts
-
-class _ScalarType(type):
-    """The metaclass of nestad.numpy's scalar types: each stands for numpy's type of the
-    same name (isinstance, issubclass and dtype= treat it as numpy's)."""
-
-    def __instancecheck__(cls, obj):
-        return isinstance(obj, cls._numpy)
-
-    def __subclasscheck__(cls, sub):
-        return issubclass(sub, cls._numpy)
-
-
-def _scalar_type(nptype):
-    """numpy's scalar type, also callable on nestad values.  A float type casts the value
-    and its derivative (astype); an integer type gives numpy's integers of the values, with
-    no derivative: an integer cast is piecewise constant, so its derivative is zero (where
-    it exists) and none is dropped.  This is what ``inds = numpy.int64(W[:, -1])`` used to
-    index needs."""
-    def __new__(cls, *args):
-        if not args or not _traced(*args):
-            return nptype(*args)
-        x = _as_operand(args[0])
-        if _np.dtype(nptype).kind == 'f':
-            return astype(x, nptype)
-        v = primal_value(x)
-        if is_tracer(v):
-            from ..tracer import StagingError
-            raise StagingError(f"numpy.{nptype.__name__} of a traced value: make it a static "
-                               "argument")
-        return nptype(v)
-    return _ScalarType(nptype.__name__, (nptype,), {'__new__': __new__, '_numpy': nptype,
-                                                    '__module__': 'nestad.numpy'})
-
-
-_TYPES = {}
-for _name in ('int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'intp',
-              'int_', 'float16', 'float32', 'float64'):
-    _t = getattr(_np, _name)
-    _TYPES.setdefault(_t, _scalar_type(_t))
-    globals()[_name] = _TYPES[_t]
