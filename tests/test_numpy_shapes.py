@@ -383,7 +383,8 @@ def test_split_that_does_not_divide_is_numpys_error():
 STAGED = ['repeat axis 1 list', 'tile 3-d reps', 'tril k=-1 stack', 'roll tuples', 'append axis 0',
           'array_split indices axis 2', 'diag of vector k=1', 'flip axes', 'diff prepend append',
           'var axis 1 ddof 1 keepdims', 'average 1-d weights axis 1', 'cov', 'cumprod axis 1',
-          'linspace', 'pad reflect', 'r_', 'copysign', 'fmod']
+          'linspace', 'linspace arrays axis 1 no endpoint', 'pad reflect', 'r_', 'copysign',
+          'fmod', 'nanmean', 'heaviside']
 
 
 @pytest.mark.parametrize('name', STAGED)
@@ -395,6 +396,13 @@ def test_staged_equals_eager(name):
     staged = nd.stage(grad)
     for got, expected in zip(staged(*args), grad(*args)):
         np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-15)
+
+
+def test_staged_casts():
+    x = np.array([1.5, -2.5])
+    f = nd.gradient_r(lambda x: anp.sum(x.astype(int) * x + x.astype(np.float32) ** 2))
+    np.testing.assert_array_equal(nd.stage(f)(x), f(x))
+    np.testing.assert_array_equal(f(x), [1.0 + 3.0, -2.0 - 5.0])
 
 
 def test_staged_sort_is_refused_with_the_cause():

@@ -710,11 +710,13 @@ def astype(x, dtype, copy=True):
     cast is piecewise constant (as floor is), so its derivative is zero wherever it exists.
     A complex dtype is refused (nestad's derivatives are real)."""
     x = _as_operand(x)
+    if is_tracer(x):                     # a staged cast (no derivative to keep or drop)
+        return _cast(x, _np.dtype(dtype))
     if not isinstance(x, Perturbed):
         return _np.asarray(_plain_operand(x, 'astype')).astype(dtype, copy=copy)
     dtype = _np.dtype(dtype)
     if dtype.kind in 'biu':
-        return _astype_plain(primal_value(x), dtype)
+        return astype(primal_value(x), dtype)
     if dtype.kind != 'f':
         raise InvalidInputError(
             f"astype({dtype}) on a nestad value would drop its derivative (nestad's derivatives "

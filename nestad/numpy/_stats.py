@@ -333,8 +333,11 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, initial=_
     return prod(_float_operand(_replace_nan(a, 1.0)[0], dtype), _norm_axis(axis), keepdims is True)
 
 
-def _nan_count(mask, axis, keepdims):
-    return _np.sum(~mask, axis=axis, dtype=_np.intp, keepdims=keepdims)
+def _nan_count(mask, axis, keepdims, dtype):
+    """The number of entries that are not nan, as floats of ``dtype`` (exact integers: a
+    division by it rounds as numpy's division by the integer count does).  Made of
+    where and sum, so that a staged (traced) mask counts too."""
+    return astype(sum(where_(mask, 0.0, 1.0), axis, keepdims=keepdims), dtype)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=_np._NoValue):   # noqa: A002
@@ -347,9 +350,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=
     axis = _norm_axis(axis)
     arr, mask = _replace_nan(a, 0.0)
     tot = sum(_float_operand(arr, dtype), axis, keepdims is True)
-    cnt = _nan_count(mask, axis, keepdims is True)
+    cnt = _nan_count(mask, axis, keepdims is True, _np.result_type(primal_value(tot)))
     with _np.errstate(invalid='ignore', divide='ignore'):
-        return tot / cnt.astype(_np.result_type(primal_value(tot)))
+        return tot / cnt
 
 
 def _nan_extreme(reduce, fill, npfn):
@@ -363,7 +366,7 @@ def _nan_extreme(reduce, fill, npfn):
         axis = _norm_axis(axis)
         arr, mask = _replace_nan(a, fill)
         r = reduce(arr, axis, keepdims is True)
-        empty = _np.all(mask, axis=axis, keepdims=keepdims is True)
+        empty = _nan_count(mask, axis, keepdims is True, _np.float64) == 0
         if _np.any(empty):
             import warnings
             warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
@@ -392,13 +395,12 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
     arr, mask = _replace_nan(a, 0.0)
     arr = _float_operand(arr, dtype)
     dt = _np.result_type(primal_value(arr))
-    cnt = _nan_count(mask, axis, True)
     with _np.errstate(invalid='ignore', divide='ignore'):
-        avg = sum(arr, axis, keepdims=True) / cnt.astype(dt)
+        avg = sum(arr, axis, keepdims=True) / _nan_count(mask, axis, True, dt)
         d = where_(mask, 0.0, arr - avg)
         v = sum(d * d, axis, keepdims is True)
-        dof = (cnt if keepdims is True else _np.sum(~mask, axis=axis, dtype=_np.intp)) - ddof
-        v = v / dof.astype(dt)
+        dof = _nan_count(mask, axis, keepdims is True, dt) - ddof
+        v = v / dof
     if _np.any(dof <= 0):
         import warnings
         warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=2)
