@@ -13,7 +13,7 @@ import operator
 import numpy as _np
 
 from . import (_as_operand, _axis_index, _ndim, _plain_operand, _shape, astype, at, broadcast_to,
-               concatenate, diagonal, getitem, moveaxis, ravel, reshape, swapaxes, transpose,
+               concatenate, diagonal, getitem, moveaxis, ravel, reshape, transpose,
                where)
 from ..errors import InvalidInputError
 from ..tracer import is_tracer

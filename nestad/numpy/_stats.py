@@ -16,7 +16,7 @@ import builtins
 import numpy as _np
 
 from . import (_as_operand, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
-               _shape, astype, broadcast_to, concatenate, dot, getitem, isnan, max, mean,
+               _shape, astype, broadcast_to, concatenate, dot, getitem, max, mean,
                min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, swapaxes, transpose,
                where)
 from ._shapes import _axis_index, _traced, diag, sort
