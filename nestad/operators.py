@@ -124,10 +124,39 @@ def _shape_of(x):
     return () if isinstance(v, Real) else np.shape(v)
 
 
+def _narrow_float(x):
+    """x's dtype if it is a float narrower than float64 (float32, float16), else None.
+    Derivatives of such an argument keep its dtype, as in JAX and PyTorch."""
+    v = primal_value(x)
+    if v.__class__ is float:
+        return None
+    dt = getattr(v, 'dtype', None)
+    return dt if dt is not None and dt.kind == 'f' and dt.itemsize < 8 else None
+
+
 def _zero_like(x):
     """The sensitivity of an input nothing depended on."""
     shape = _shape_of(x)
+    dt = _narrow_float(x)
+    if dt is not None:
+        return np.zeros(shape, dt) if shape else dt.type(0)
     return np.zeros(shape) if shape else 0.0
+
+
+def _unit(out):
+    """The seed of a reverse pass from a scalar output: 1 in the output's narrow float
+    dtype (a Python 1.0 would make every sensitivity float64)."""
+    dt = _narrow_float(out)
+    return 1.0 if dt is None else dt.type(1)
+
+
+def _in_dtype(g, x):
+    """The derivative g of argument x in x's narrow float dtype (float64 arithmetic with a
+    float64 constant promotes it; the derivative lives in x's own space)."""
+    dt = _narrow_float(x)
+    if dt is None or np.result_type(primal_value(g)) == dt:
+        return g
+    return anp.astype(g, dt) if isinstance(g, Perturbed) else np.asarray(g).astype(dt)[()]
 
 
 # ---------------------------------------------------------------- forward mode
@@ -214,21 +243,24 @@ def _basis(leaves):
     n = sum(sizes)
     eye = np.eye(n)
     tangents, start = [], 0
-    for s, k in zip(shapes, sizes):
-        tangents.append(eye[:, start:start + k].reshape((n,) + s))
+    for x, s, k in zip(leaves, shapes, sizes):
+        t = eye[:, start:start + k].reshape((n,) + s)
+        dt = _narrow_float(x)
+        tangents.append(t if dt is None else t.astype(dt))
         start += k
     return tangents, shapes, sizes, n
 
 
-def _columns(t, n, out_shape):
+def _columns(t, n, out_shape, out):
     """A batched output tangent as an (n,) + out_shape array.  An output that does not
-    depend on the inputs has an unbatched zero tangent; it is spread over the batch."""
+    depend on the inputs has an unbatched zero tangent; it is spread over the batch (in
+    the output's narrow float dtype, if it has one)."""
     if np.shape(primal_value(t)) == (n,) + out_shape:
         return t
     if isinstance(t, Perturbed) or np.any(np.asarray(t) != 0):
         raise NestadError(f"internal error: an output tangent of shape {np.shape(primal_value(t))} "
                           f"lost its batch axis of {n} directions; please report this")
-    return np.zeros((n,) + out_shape)
+    return np.zeros((n,) + out_shape, _narrow_float(out) or np.float64)
 
 
 def gradient_f(f, argnums=0):
@@ -240,7 +272,7 @@ def gradient_f(f, argnums=0):
         out = f(*args, **kwargs)
         _check_scalar(out, op)
         return out
-    return functools.wraps(f)(_jacobian_f(checked, argnums, op))
+    return functools.wraps(f)(_jacobian_f(checked, argnums, op, gradient=True))
 
 
 def _unwrap0d(x):
@@ -293,8 +325,8 @@ def _value_and_gradient(f, spec, args, kwargs, op):
             out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
-            sens = backpropagate((out,), (1.0,), tag)
-            grads = [_checked(sens.get(c.id), op) if c.id in sens else _zero_like(x)
+            sens = backpropagate((out,), (_unit(out),), tag)
+            grads = [_in_dtype(_checked(sens.get(c.id), op), x) if c.id in sens else _zero_like(x)
                      for c, x in zip(cells, leaves)]
     finally:
         perturbation.retire(tag)
@@ -379,7 +411,8 @@ def _vjp(f, primals, kwargs, op, name="primals"):
 
     def pull(ct_leaves):
         sens = backpropagate(out_leaves, ct_leaves, tag)
-        return [sens[c.id] if c.id in sens else _zero_like(x) for c, x in zip(cells, leaves)]
+        return [_in_dtype(sens[c.id], x) if c.id in sens else _zero_like(x)
+                for c, x in zip(cells, leaves)]
 
     return value, treedef, out_def, out_shapes, pull
 
@@ -425,7 +458,9 @@ def jacobian_f(f, argnums=0):
     return _jacobian_f(f, argnums, "jacobian_f")
 
 
-def _jacobian_f(f, argnums, op):
+def _jacobian_f(f, argnums, op, gradient=False):
+    """jacobian_f; for ``gradient`` (a scalar f) each block is the derivative of one
+    argument, so it takes that argument's narrow float dtype, as gradient_r's does."""
     spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
@@ -433,23 +468,24 @@ def _jacobian_f(f, argnums, op):
         nums, many = _argnums(spec, len(args), op, kwargs)
         leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
         g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
+        cast = _in_dtype if gradient else (lambda b, x: b)
         if all(_shape_of(x) == () for x in leaves):
             value, columns = _scalar_columns(g, leaves, treedef, op)
             out_leaves, out_def = flatten(value)
             out_shapes = [_shape_of(y) for y in out_leaves]
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: _unwrap0d(columns[j][i]), many)
+                             lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
         tangents, shapes, sizes, n = _basis(leaves)
         value, t = _push(g, leaves, treedef, tangents, op, {})
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
-        t_leaves = [_columns(c, n, s) for c, s in zip(flatten(t)[0], out_shapes)]
+        t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
         starts = np.cumsum([0] + sizes)
 
         def block(i, j):
             cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
             moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
-            return _reshape(moved, out_shapes[i] + shapes[j])
+            return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
         return _assemble(out_def, out_shapes, treedef, shapes, block, many)
     return jac
 
@@ -483,7 +519,8 @@ def jacobian_r(f, argnums=0):
             chunk = rows[j][starts[i]:starts[i + 1]]
             if any(isinstance(g, Perturbed) for g in chunk):
                 return _reshape(anp.stack([anp.array(g) for g in chunk]), out_shapes[i] + in_shapes[j])
-            return _reshape(np.array(chunk, dtype=float), out_shapes[i] + in_shapes[j])
+            return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
+                            out_shapes[i] + in_shapes[j])
         return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
     return jac
 

@@ -16,9 +16,9 @@ import math as _math
 
 import numpy as _np
 from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, ndarray,  # noqa: F401
-                   newaxis, pi, arange, linspace, eye, identity, zeros, ones, full, empty,
+                   newaxis, pi, arange, eye, identity, zeros, ones, full, empty,
                    random, isnan, isfinite, isinf, allclose, isclose, array_equal, shape, ndim,
-                   size, result_type, zeros_like, ones_like, full_like)
+                   size, result_type)
 
 from .. import primitives as _scalar
 from .. import registry as _registry
@@ -28,6 +28,14 @@ from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..tracer import SIMPLIFY as _SIMPLIFY, UFUNC_PRIMITIVES as _UFUNC_PRIMITIVES, is_tracer
 from ..tracer import producer as _producer
 from ..values import Perturbed, primal_value
+
+try:                                            # numpy >= 2.0
+    from numpy.lib.array_utils import normalize_axis_index as _axis_index, \
+        normalize_axis_tuple as _axis_tuple
+except ImportError:                             # pragma: no cover
+    from numpy.core.multiarray import normalize_axis_index as _axis_index
+    from numpy.core.numeric import normalize_axis_tuple as _axis_tuple
+
 
 def _shape(x):
     return _np.shape(primal_value(x))
@@ -174,7 +182,12 @@ _transpose = _define(
 def transpose(x, axes=None):
     x = _as_operand(x)
     n = _ndim(x)
-    axes = tuple(reversed(range(n))) if axes is None else tuple(a % n for a in axes)
+    if axes is None:
+        axes = tuple(reversed(range(n)))
+    else:
+        axes = tuple(_axis_index(a, n) for a in axes)
+        if sorted(axes) != list(range(n)):
+            raise ValueError("axes don't match array")
     return x if axes == tuple(range(n)) else _transpose(x, axes=axes)
 
 
@@ -182,15 +195,17 @@ def swapaxes(x, axis1, axis2):
     x = _as_operand(x)
     n = _ndim(x)
     axes = list(range(n))
-    axes[axis1 % n], axes[axis2 % n] = axes[axis2 % n], axes[axis1 % n]
+    axis1, axis2 = _axis_index(axis1, n), _axis_index(axis2, n)
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(x, axes)
 
 
 def moveaxis(x, source, destination):
     x = _as_operand(x)
     n = _ndim(x)
-    order = [a for a in range(n) if a != source % n]
-    order.insert(destination % n, source % n)
+    source, destination = _axis_index(source, n), _axis_index(destination, n)
+    order = [a for a in range(n) if a != source]
+    order.insert(destination, source)
     return transpose(x, order)
 
 
@@ -198,8 +213,7 @@ def expand_dims(x, axis):
     x = _as_operand(x)
     s = list(_shape(x))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    n = len(s) + len(axes)
-    for a in sorted(a % n for a in axes):
+    for a in sorted(_axis_tuple(axes, len(s) + len(axes))):    # numpy's errors for bad axes
         s.insert(a, 1)
     return reshape(x, s)
 
@@ -209,10 +223,11 @@ def squeeze(x, axis=None):
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
-    axes = {a % len(s) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    axes = set(_axis_tuple(axis, len(s)))
     for a in axes:
         if s[a] != 1:
-            raise ValueError(f"cannot squeeze axis {a} of size {s[a]}")
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                             f"one (axis {a} has size {s[a]})")
     return reshape(x, [d for i, d in enumerate(s) if i not in axes])
 
 
@@ -444,8 +459,13 @@ _where = _define(
           lambda g, cond, x, y, out: sum_to(_where(cond, 0.0, g), _shape(y))))
 
 
-def where(condition, x, y):
-    """Elementwise choice; the condition is read from primal values (no derivative)."""
+def where(condition, x=_np._NoValue, y=_np._NoValue):
+    """Elementwise choice; the condition is read from primal values (no derivative).
+    With the condition alone, numpy's indices of its nonzero entries."""
+    if x is _np._NoValue and y is _np._NoValue:
+        return _np.nonzero(primal_value(_as_operand(condition)))
+    if x is _np._NoValue or y is _np._NoValue:
+        raise ValueError("either both or neither of x and y should be given")
     cond = primal_value(_as_operand(condition))
     if not is_tracer(cond):
         cond = _np.asarray(cond, dtype=bool)
@@ -685,17 +705,23 @@ _astype = _define(
 
 
 def astype(x, dtype, copy=True):
-    """x as a float dtype (float32, float64...).  Other dtypes are refused on nestad values:
-    integers and booleans have no derivative, so it would be dropped silently."""
+    """x as another dtype.  A float dtype (float32, float64...) casts the value and its
+    derivative.  An integer or boolean dtype gives numpy's values without derivative: the
+    cast is piecewise constant (as floor is), so its derivative is zero wherever it exists.
+    A complex dtype is refused (nestad's derivatives are real)."""
     x = _as_operand(x)
+    if is_tracer(x):                     # a staged cast (no derivative to keep or drop)
+        return _cast(x, _np.dtype(dtype))
     if not isinstance(x, Perturbed):
         return _np.asarray(_plain_operand(x, 'astype')).astype(dtype, copy=copy)
     dtype = _np.dtype(dtype)
+    if dtype.kind in 'biu':
+        return astype(primal_value(x), dtype)
     if dtype.kind != 'f':
         raise InvalidInputError(
-            f"astype({dtype}) on a nestad value would drop its derivative ({dtype} numbers carry "
-            "none). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want the "
-            "values without the derivative.")
+            f"astype({dtype}) on a nestad value would drop its derivative (nestad's derivatives "
+            "are real). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want "
+            "the values without the derivative.")
     return _cast(x, dtype)
 
 
@@ -1085,7 +1111,11 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     and the diagonal becomes the last axis."""
     a = _as_operand(a)
     nd_ = _ndim(a)
-    axis1, axis2 = axis1 % nd_, axis2 % nd_
+    if nd_ < 2:
+        raise ValueError("diag requires an array of at least two dimensions")
+    axis1, axis2 = _axis_index(axis1, nd_), _axis_index(axis2, nd_)
+    if axis1 == axis2:
+        raise ValueError("axis1 and axis2 cannot be the same")
     a = transpose(a, [i for i in range(nd_) if i not in (axis1, axis2)] + [axis1, axis2])
     rows, cols = _shape(a)[-2:]
     size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0
@@ -1302,6 +1332,8 @@ _UFUNC_PRIMITIVES.update({_np.add: add, _np.subtract: subtract, _np.multiply: mu
 
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
+from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index tricks, casts)
+from ._stats import *  # noqa: E402,F401,F403  (statistics, order statistics, cumprod)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

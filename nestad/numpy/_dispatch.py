@@ -8,6 +8,7 @@ naming it, instead of silently computing on primal values and dropping the deriv
 import numpy as np
 
 from .. import numpy as anp
+from .. import perturbation
 from ..arrays import ArrayBundle, ArrayTapeCell
 from ..errors import PerturbedConversionError
 from ..tracer import ArrayTracer
@@ -20,7 +21,7 @@ def _mirrors():
     table = {}
     for module, namespace in ((np, anp), (np.linalg, anp.linalg)):
         for name, fn in vars(namespace).items():
-            if name.startswith('_') or not callable(fn) or \
+            if name.startswith('_') or not callable(fn) or isinstance(fn, type) or \
                     not getattr(fn, '__module__', '').startswith('nestad'):
                 continue
             target = getattr(module, name, None)
@@ -55,10 +56,10 @@ if hasattr(np, 'astype'):            # numpy >= 2.1
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
     'numpy.tensordot': 'nestad.numpy.einsum or matmul',
-    'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
-    'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.add.accumulate': 'nestad.numpy.cumsum',
     'numpy.add.at': "the functional update x.at[index].add(values)",
+    'numpy.copyto': "nestad.numpy.full_like(a, x), or the functional update "
+                    "nestad.numpy.at(out)[index].set(x)",
     'numpy.linalg.matrix_power': 'repeated @',
 }
 
@@ -197,6 +198,13 @@ ARRAY_METHODS = dict(
 
 
 def _array(self, dtype=None, copy=None):
+    # An integer or boolean dtype asked for (numpy.int64(x), numpy.asarray(x, dtype=int)):
+    # the cast is piecewise constant, its derivative zero, so the values are the answer
+    # and no derivative is dropped (as x.astype(int)).
+    if dtype is not None and np.dtype(dtype).kind in 'biu':
+        if not perturbation.is_live(self.tag):
+            self._refuse(f"numpy.{np.dtype(dtype).name}()")
+        return np.asarray(primal_value(self)).astype(dtype)
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
     raise PerturbedConversionError(
@@ -205,7 +213,8 @@ def _array(self, dtype=None, copy=None):
         "array with out[i] = x, arithmetic with a numpy.ma masked array or a numpy.matrix on "
         "the left, which nestad does not support). Use nestad.numpy functions or the @ "
         "operator; build arrays of nestad values with nestad.numpy.array or stack, and update "
-        "one functionally with nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays).")
+        "one functionally with nestad.numpy.at(out)[i].set(x) (x.at[i].set(v) on nestad arrays); "
+        "cast with x.astype(numpy.float32).")
 
 
 # Scalar nestad values answer the same non-arithmetic methods as numpy scalars do

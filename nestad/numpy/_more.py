@@ -5,15 +5,16 @@ import math
 
 import numpy as _np
 
-from . import (_as_operand, _elementwise2, _ndim, _shape, absolute, at, concatenate, exp2,
-               getitem, isfinite, isnan, maximum, minimum, reshape, sin, transpose, vstack,
-               where)
+from . import (_as_operand, _axis_index, _elementwise2, _ndim, _shape, absolute, astype, concatenate, exp2,
+               getitem, isfinite, isnan, maximum, minimum, negative, power, reshape, sin,
+               transpose, vstack, where)
 from ..errors import InvalidInputError
 from ..values import primal_value
 
 __all__ = ['rad2deg', 'degrees', 'deg2rad', 'radians', 'fabs', 'sinc', 'logaddexp2',
            'nan_to_num', 'real_if_close', 'angle', 'rot90', 'atleast_3d', 'rollaxis', 'select',
-           'pad', 'column_stack', 'row_stack', 'fmax', 'fmin', 'gradient', 'partition']
+           'column_stack', 'row_stack', 'fmax', 'fmin', 'gradient', 'partition', 'fmod',
+           'copysign', 'heaviside', 'float_power', 'signbit']
 
 
 def rad2deg(x):
@@ -105,8 +106,8 @@ def atleast_3d(x):
 def rollaxis(a, axis, start=0):
     a = _as_operand(a)
     n = _ndim(a)
-    axis %= n
-    start = start % (n + 1) if start < 0 else start
+    axis = _axis_index(axis, n)
+    start = _axis_index(start, n + 1)
     order = [i for i in range(n) if i != axis]
     order.insert(start if start <= axis else start - 1, axis)
     return transpose(a, order)
@@ -117,20 +118,6 @@ def select(condlist, choicelist, default=0):
     for cond, choice in reversed(list(zip(condlist, choicelist))):
         out = where(cond, choice, out)
     return out
-
-
-def pad(array, pad_width, mode='constant', constant_values=0):
-    """numpy.pad in 'constant' mode: the array placed inside a frame of constants."""
-    if mode != 'constant':
-        raise InvalidInputError(f"nestad.numpy.pad supports mode='constant', not {mode!r}")
-    x = _as_operand(array)
-    widths = _np.broadcast_to(_np.asarray(pad_width, dtype=int).reshape(-1, 2)
-                              if _np.ndim(pad_width) else _np.full((1, 2), pad_width),
-                              (_ndim(x), 2))
-    shape = tuple(int(s + lo + hi) for s, (lo, hi) in zip(_shape(x), widths))
-    frame = _np.full(shape, constant_values, dtype=_np.result_type(primal_value(x), float))
-    index = tuple(slice(int(lo), int(lo) + s) for s, (lo, _) in zip(_shape(x), widths))
-    return at(frame)[index].set(x)
 
 
 def column_stack(tup):
@@ -182,3 +169,40 @@ def partition(a, kth, axis=-1):
     grid[axis % _np.ndim(v)] = order
     return getitem(a, tuple(grid))
 
+
+
+# fmod: C's remainder, with the sign of x (numpy's values); d/dx = 1, d/dy = -trunc(x / y)
+fmod = _elementwise2('fmod', _np.fmod, None, lambda x, y, out: 1.0,
+                     lambda x, y, out: -_np.trunc(primal_value(x) / primal_value(y)))
+
+
+def signbit(x):
+    """numpy.signbit of the values (no derivative)."""
+    return _np.signbit(primal_value(_as_operand(x)))
+
+
+def _promoted(x, y):
+    return _np.result_type(primal_value(x), primal_value(y))
+
+
+def copysign(x, y):
+    """|x| with the sign of y: x or -x, chosen by the sign bits (y has no derivative;
+    at x = 0 the derivative is that of the side chosen, +-1)."""
+    x, y = _as_operand(x), _as_operand(y)
+    flip = _np.signbit(primal_value(x)) != _np.signbit(primal_value(y))
+    x = astype(x, _promoted(x, y))
+    return where(flip, negative(x), x)
+
+
+def heaviside(x1, x2):
+    """0 for x1 < 0, 1 for x1 > 0, x2 where x1 == 0 (the derivative is x2's there)."""
+    x1, x2 = _as_operand(x1), _as_operand(x2)
+    v1 = primal_value(x1)
+    dt = _promoted(x1, x2)
+    return where(v1 == 0, astype(x2, dt), _np.heaviside(v1, _np.zeros((), dt)).astype(dt))
+
+
+def float_power(x1, x2):
+    """x1 ** x2 computed in float64 (numpy.float_power)."""
+    x1, x2 = _as_operand(x1), _as_operand(x2)
+    return power(astype(x1, _np.float64), astype(x2, _np.float64))
