@@ -54,12 +54,12 @@ if hasattr(np, 'astype'):            # numpy >= 2.1
 
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
-    'numpy.tensordot': 'nestad.numpy.einsum or matmul',
     'numpy.var': 'nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.std': 'nestad.numpy.sqrt of the variance, nestad.numpy.mean((x - nestad.numpy.mean(x)) ** 2)',
     'numpy.add.accumulate': 'nestad.numpy.cumsum',
     'numpy.add.at': "the functional update x.at[index].add(values)",
-    'numpy.linalg.matrix_power': 'repeated @',
+    'numpy.linalg.lstsq': 'nestad.numpy.linalg.pinv(a) @ b (or nestad.numpy.linalg.solve of the '
+                          'normal equations)',
 }
 
 
