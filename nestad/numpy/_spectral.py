@@ -112,18 +112,35 @@ def _to_triangle(g, lower):
     return g * keep + _mT(g) * strict
 
 
-def _inverse_gaps(d):
-    """(F, tied): F_ij = 1/(d_j - d_i) off the diagonal, 0 on it and where d_i and d_j are
-    equal to rounding; ``tied`` marks those pairs (a plain mask)."""
+def _ties(d):
+    """The pairs (i, j), i != j, of values d_i, d_j equal to rounding (a plain mask)."""
     dv = primal_value(d)
     n = anp._shape(d)[-1]
-    gaps = anp.expand_dims(d, -2) - anp.expand_dims(d, -1)
-    gv = primal_value(gaps)
     scale = _np.max(_np.abs(dv), axis=-1, keepdims=True)[..., None]
-    off_diagonal = ~_np.eye(n, dtype=bool)
-    tied = _np.logical_and(_np.abs(gv) <= _TIE * n * scale, off_diagonal)
-    zero = _np.logical_or(tied, ~off_diagonal)
+    gaps = _np.abs(dv[..., None, :] - dv[..., :, None])
+    return _np.logical_and(gaps <= _TIE * n * scale, ~_np.eye(n, dtype=bool))
+
+
+def _inverse_gaps(d):
+    """(F, tied): F_ij = 1/(d_j - d_i) off the diagonal, 0 on it and on tied pairs."""
+    tied = _ties(d)
+    gaps = anp.expand_dims(d, -2) - anp.expand_dims(d, -1)
+    zero = _np.logical_or(tied, _np.eye(anp._shape(d)[-1], dtype=bool))
     return anp.where(zero, 0.0, 1.0 / anp.where(zero, 1.0, gaps)), tied
+
+
+def _mean_over_ties(x, tied):
+    """x (..., n) with each group of tied values replaced by the group's mean.  Repeated
+    eigenvalues (singular values) have no derivative one by one, but their mean has: the
+    derivative of each is that of the mean, as max's is split equally between ties."""
+    if not _np.any(tied):
+        return x
+    n = anp._shape(x)[-1]
+    groups = _np.logical_or(tied, _np.eye(n, dtype=bool)).astype(float)
+    for _ in range(max(1, (n - 1).bit_length())):        # the groups: ties linked in chains
+        groups = (_np.matmul(groups, groups) > 0).astype(float)
+    average = groups / _np.sum(groups, axis=-1, keepdims=True)
+    return anp.squeeze(anp.matmul(average, anp.expand_dims(x, -1)), -1)
 
 
 def _nan_where(bad, x):
@@ -162,7 +179,7 @@ def _eigh_jvp(t, a, out, UPLO):
     x = anp.matmul(_mT(v), anp.matmul(_from_triangle(t, UPLO == 'L'), v))
     f, tied = _inverse_gaps(w)
     dv = anp.matmul(v, _nan_where(_mixes(tied, x), f * x))
-    return _pack(_diag(x), dv)
+    return _pack(_mean_over_ties(_diag(x), tied), dv)
 
 
 def _eigh_vjp(g, a, out, UPLO):
@@ -171,7 +188,7 @@ def _eigh_vjp(g, a, out, UPLO):
     k = anp.matmul(_mT(v), gv)
     f, tied = _inverse_gaps(w)
     _refuse_mixing(tied, k, 'eigh')
-    m = f * k + anp.expand_dims(gw, -1) * _np.eye(anp._shape(w)[-1])
+    m = f * k + anp.expand_dims(_mean_over_ties(gw, tied), -1) * _np.eye(anp._shape(w)[-1])
     return _to_triangle(anp.matmul(v, anp.matmul(m, _mT(v))), UPLO == 'L')
 
 
@@ -196,11 +213,13 @@ def eigh(a, UPLO='L'):
 
 def _eigvalsh_jvp(t, a, out, UPLO):
     v = _eigh_parts(_eigh(a, UPLO=UPLO))[1]
-    return _diag(anp.matmul(_mT(v), anp.matmul(_from_triangle(t, UPLO == 'L'), v)))
+    x = anp.matmul(_mT(v), anp.matmul(_from_triangle(t, UPLO == 'L'), v))
+    return _mean_over_ties(_diag(x), _ties(out))
 
 
 def _eigvalsh_vjp(g, a, out, UPLO):
     v = _eigh_parts(_eigh(a, UPLO=UPLO))[1]
+    g = _mean_over_ties(g, _ties(out))
     return _to_triangle(anp.matmul(v * anp.expand_dims(g, -2), _mT(v)), UPLO == 'L')
 
 
@@ -235,8 +254,18 @@ def _eig_plain(a):
     return _np.concatenate([w[..., None, :], v], axis=-2)
 
 
+def _refuse_ties(w, what):
+    if _np.any(_ties(w)):
+        raise InvalidInputError(
+            f"nestad.numpy.linalg.{what}: the matrix has a repeated eigenvalue; eig's derivative "
+            "is defined for distinct eigenvalues only (a non-symmetric matrix with a repeated "
+            "eigenvalue may lack a full set of eigenvectors). For a symmetric matrix use eigh "
+            "or eigvalsh, which handle repeated eigenvalues.")
+
+
 def _eig_jvp(t, a, out):
     w, v = _eigh_parts(out)
+    _refuse_ties(w, 'eig')
     x = anp.linalg.solve(v, anp.matmul(t, v))          # V^-1 dA V
     f, tied = _inverse_gaps(w)
     dv = anp.matmul(v, _nan_where(_mixes(tied, x), f * x))
@@ -247,10 +276,10 @@ def _eig_jvp(t, a, out):
 def _eig_vjp(g, a, out):
     w, v = _eigh_parts(out)
     gw, gv = _eigh_parts(g)
+    _refuse_ties(w, 'eig')
     gv = gv - v * anp.sum(v * gv, axis=-2, keepdims=True)     # the norm's projection
     k = anp.matmul(_mT(v), gv)
     f, tied = _inverse_gaps(w)
-    _refuse_mixing(tied, k, 'eig')
     m = f * k + anp.expand_dims(gw, -1) * _np.eye(anp._shape(w)[-1])
     return anp.linalg.solve(_mT(v), anp.matmul(m, _mT(v)))    # V^-T M V^T
 
@@ -269,11 +298,13 @@ def eig(a):
 
 
 def _eigvals_jvp(t, a, out):
+    _refuse_ties(out, 'eigvals')
     v = _eigh_parts(_eig(a))[1]
     return _diag(anp.linalg.solve(v, anp.matmul(t, v)))
 
 
 def _eigvals_vjp(g, a, out):
+    _refuse_ties(out, 'eigvals')
     v = _eigh_parts(_eig(a))[1]
     return anp.linalg.solve(_mT(v), anp.expand_dims(g, -1) * _mT(v))
 
@@ -333,7 +364,7 @@ def _svd_jvp(t, a, out, full_matrices, hermitian):
         q = anp.matmul(_mT(t), u) - anp.matmul(v, _mT(x))  # (I - V V^T) dA^T U
         dv = dv + _nan_where(_np.logical_and(zero[..., None, :], primal_value(q) != 0),
                              q * anp.expand_dims(s_inv, -2))
-    return _pack(du, _diag(x), dv)
+    return _pack(du, _singular_tangent(_diag(x), s, tied, zero), dv)
 
 
 def _svd_vjp(g, a, out, full_matrices, hermitian):
@@ -346,10 +377,11 @@ def _svd_vjp(g, a, out, full_matrices, hermitian):
     _refuse_mixing(tied, ju, 'svd')
     _refuse_mixing(tied, jv, 'svd')
     ju, jv = f * ju, f * jv
+    s_inv, zero = _inverse_s(s)
+    gs = _singular_tangent(gs, s, tied, zero)
     core = ((ju + _mT(ju)) * anp.expand_dims(s, -2) + anp.expand_dims(s, -1) * (jv + _mT(jv))
             + anp.expand_dims(gs, -1) * _np.eye(k))
     ga = anp.matmul(u, anp.matmul(core, _mT(v)))
-    s_inv, zero = _inverse_s(s)
     if m > k:
         pu = gu - anp.matmul(u, anp.matmul(_mT(u), gu))    # (I - U U^T) gU
         _refuse_zero_s(zero, pu, gu)
@@ -375,13 +407,22 @@ def _refuse_zero_s(zero, p, g):
 _svd = _define('linalg.svd', _svd_plain, (_svd_jvp,), (_svd_vjp,))
 
 
+def _singular_tangent(ds, s, tied, zero):
+    """A (co)tangent of the singular values: the mean over tied ones, and 0 for zero ones
+    (|x| at 0: numpy's signs of their vectors are arbitrary; 0 as nestad's abs has)."""
+    ds = _mean_over_ties(ds, tied)
+    return anp.where(zero, 0.0, ds) if _np.any(zero) else ds
+
+
 def _svdvals_jvp(t, a, out, hermitian):
     u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), anp._shape(a)[-2])
-    return _diag(anp.matmul(_mT(u), anp.matmul(_svd_tangent(t, hermitian), v)))
+    ds = _diag(anp.matmul(_mT(u), anp.matmul(_svd_tangent(t, hermitian), v)))
+    return _singular_tangent(ds, out, _ties(out * out), _inverse_s(out)[1])
 
 
 def _svdvals_vjp(g, a, out, hermitian):
     u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), anp._shape(a)[-2])
+    g = _singular_tangent(g, out, _ties(out * out), _inverse_s(out)[1])
     ga = anp.matmul(u * anp.expand_dims(g, -2), _mT(v))
     return _to_triangle(ga, True) if hermitian else ga
 
