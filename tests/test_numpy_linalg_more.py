@@ -130,7 +130,24 @@ VALUE_CASES = {   # name: (nestad's function, numpy's, arguments)
     'outer n-d': (anp.outer, np.outer, (rand(2, 3), rand(3, 1, 2))),
     'matmul vector stack': (anp.matmul, np.matmul, (rand(3), rand(2, 3, 4))),
     'matmul broadcast': (anp.matmul, np.matmul, (rand(1, 2, 2), rand(3, 2, 1))),
+    'multi_dot': (lambda *a: anp.linalg.multi_dot(a), lambda *a: np.linalg.multi_dot(a),
+                  (rand(5, 3), rand(3, 4), rand(4, 2), rand(2, 6), rand(6))),
+    'multi_dot three': (lambda *a: anp.linalg.multi_dot(a), lambda *a: np.linalg.multi_dot(a),
+                        (rand(3), rand(3, 10), rand(10, 2))),
+    'linalg.outer': (anp.linalg.outer, np.linalg.outer, (rand(3), rand(2))),
+    'linalg.cross': (anp.linalg.cross, np.linalg.cross, (rand(2, 3), rand(3))),
+    'linalg.trace': (lambda a: anp.linalg.trace(a, offset=1), lambda a: np.linalg.trace(a, offset=1),
+                     (STACK,)),
+    'linalg.diagonal': (anp.linalg.diagonal, np.linalg.diagonal, (STACK,)),
+    'linalg.matrix_transpose': (anp.linalg.matrix_transpose, np.linalg.matrix_transpose, (STACK,)),
+    'linalg.tensordot': (lambda a, b: anp.linalg.tensordot(a, b, axes=1),
+                         lambda a, b: np.linalg.tensordot(a, b, axes=1), (STACK, rand(4))),
+    'linalg.matmul': (anp.linalg.matmul, np.linalg.matmul, (STACK, rand(4, 2))),
 }
+if hasattr(np, 'vecdot'):
+    VALUE_CASES['vecdot'] = (lambda a, b: anp.vecdot(a, b, axis=0), lambda a, b: np.vecdot(a, b, axis=0),
+                             (rand(3, 2), rand(3, 1)))
+    VALUE_CASES['linalg.vecdot'] = (anp.linalg.vecdot, np.linalg.vecdot, (rand(4, 1, 3), rand(2, 3)))
 
 
 @pytest.mark.parametrize('name', sorted(VALUE_CASES))
@@ -256,6 +273,13 @@ RULE_CASES = {   # name: (function, arguments); every argument is differentiated
     'cross': (lambda a, b: anp.cross(a, b, axisa=0, axisc=0), (rand(3, 2), rand(2, 3))),
     'cross 2-d vectors': (anp.cross, (rand(2, 2), rand(2, 3))),
     'outer': (anp.outer, (rand(2, 2), rand(3))),
+    'multi_dot': (lambda a, b, c, d: anp.linalg.multi_dot([a, b, c, d]),
+                  (rand(3), rand(3, 2), rand(2, 4), rand(4, 2))),
+    'vecdot broadcast': (lambda a, b: anp.linalg.vecdot(a, b, axis=0), (rand(3, 1, 2), rand(3, 2))),
+    'array-API names': (lambda a, b: anp.stack([anp.linalg.trace(anp.linalg.matmul(a, b)),
+                                                anp.sum(anp.linalg.diagonal(a) * anp.linalg.cross(a, b)),
+                                                anp.sum(anp.linalg.matrix_transpose(a) @ b)]),
+                        (rand(3, 3), rand(3, 3))),
 }
 
 

@@ -104,6 +104,8 @@ ARRAY_ROWS = {
     'numpy.linalg.svdvals': (lambda a: anp.linalg.svd(a, compute_uv=False), (_mat(),)),
     'numpy.linalg.pinv': (anp.linalg.pinv, (R.uniform(-1.0, 1.0, size=(2, 3)),)),
 }
+if hasattr(np, 'vecdot'):
+    ARRAY_ROWS['numpy.vecdot'] = (anp.vecdot, (_mat(), _vec()))
 
 # Piecewise-constant operations: their derivative is zero (checked), their values
 # numpy's / Python's (tested with the functions that use them).

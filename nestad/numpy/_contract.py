@@ -27,10 +27,11 @@ import numpy as _np
 from . import (_MULTIPLY_JVPS, _MULTIPLY_VJPS, _as_operand, _define, _inner, _matmul_jvp,
                _matmul_vjp_a, _matmul_vjp_b, _nbatch, _ndim, _product_rule, _shape, astype,
                broadcast_to, expand_dims, getitem, moveaxis, multiply, negative, reshape,
-               stack, subtract, sum, transpose)
+               stack, subtract, sum, sum_to, transpose)
 from ..values import primal_value
 
-__all__ = ['einsum', 'dot', 'tensordot', 'kron', 'cross', 'outer']
+__all__ = ['einsum', 'dot', 'tensordot', 'kron', 'cross', 'outer'] + \
+    (['vecdot'] if hasattr(_np, 'vecdot') else [])
 
 _LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'
 
@@ -329,3 +330,33 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     shape = _np.broadcast_shapes(_shape(c[0]), _shape(c[1]), _shape(c[2]))
     out = stack([broadcast_to(x, shape) for x in c], axis=-1)
     return moveaxis(out, -1, axisc)
+
+
+# ---------------------------------------------------------------- vecdot (numpy >= 2)
+
+def _vecdot_jvp(k):
+    def jvp(t, a, b, out):
+        x = (a, b)[k]
+        nb = _nbatch(t, x)
+        missing = _ndim(out) + 1 - _ndim(x)        # singletons after the batch axes
+        if nb and missing > 0:
+            t = reshape(t, _shape(t)[:nb] + (1,) * missing + _shape(x))
+        return _vecdot(t, b) if k == 0 else _vecdot(a, t)
+    return jvp
+
+
+def _vecdot_vjp(k):
+    def vjp(g, a, b, out):
+        return sum_to(expand_dims(g, -1) * (b, a)[k], _shape((a, b)[k]))
+    return vjp
+
+
+if hasattr(_np, 'vecdot'):
+    # vecdot over the last axis: numpy's own values (a gufunc), multiply-and-sum's rules
+    _vecdot = _define('vecdot', lambda a, b: _np.vecdot(a, b),
+                      jvps=(_vecdot_jvp(0), _vecdot_jvp(1)), vjps=(_vecdot_vjp(0), _vecdot_vjp(1)))
+
+    def vecdot(x1, x2, /, *, axis=-1):
+        """numpy.vecdot of real arrays: the sum of products along ``axis``, broadcasting."""
+        x1, x2 = _as_operand(x1), _as_operand(x2)
+        return _vecdot(moveaxis(x1, axis, -1), moveaxis(x2, axis, -1))

@@ -329,3 +329,112 @@ def matrix_power(a, n):
         if bit:
             result = z if result is None else anp.matmul(result, z)
     return result
+
+
+def multi_dot(arrays, *, out=None):
+    """numpy.linalg.multi_dot: the chain of dots in numpy's order (the cheapest, found by
+    the same dynamic programme), so its values are numpy's."""
+    arrays = [anp._as_operand(a) for a in arrays]
+    if not builtins.any(_carries(a) for a in arrays):
+        return _np.linalg.multi_dot([_plain(a, 'multi_dot') for a in arrays], out=out)
+    if out is not None:
+        raise TypeError("numpy.linalg.multi_dot(..., out=...) cannot write a nestad value into a "
+                        "plain array; use the result it returns")
+    n = len(arrays)
+    if n < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if n == 2:
+        return anp.dot(arrays[0], arrays[1])
+    first, last = anp._ndim(arrays[0]), anp._ndim(arrays[-1])
+    if first == 1:
+        arrays[0] = anp.atleast_2d(arrays[0])
+    if last == 1:
+        arrays[-1] = anp.transpose(anp.atleast_2d(arrays[-1]))
+    for a in arrays:
+        if anp._ndim(a) != 2:
+            raise _np.linalg.LinAlgError(f"{anp._ndim(a)}-dimensional array given. Array must be "
+                                         "two-dimensional")
+    if n == 3:
+        (a0, a1b0), (b1c0, c1) = anp._shape(arrays[0]), anp._shape(arrays[2])
+        if a0 * b1c0 * (a1b0 + c1) < a1b0 * c1 * (a0 + b1c0):
+            result = anp.dot(anp.dot(arrays[0], arrays[1]), arrays[2])
+        else:
+            result = anp.dot(arrays[0], anp.dot(arrays[1], arrays[2]))
+    else:
+        result = _chain(arrays, _chain_order([anp._shape(a) for a in arrays]), 0, n - 1)
+    if first == 1 and last == 1:
+        return result[0, 0]
+    if first == 1 or last == 1:
+        return anp.ravel(result)
+    return result
+
+
+def _chain_order(shapes):
+    """The split points of the cheapest multiplication order (Cormen 15.2, as numpy)."""
+    n = len(shapes)
+    p = [s[0] for s in shapes] + [shapes[-1][1]]
+    cost = _np.zeros((n, n))
+    split = _np.zeros((n, n), dtype=int)
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i, j] = _np.inf
+            for k in range(i, j):
+                q = cost[i, k] + cost[k + 1, j] + p[i] * p[k + 1] * p[j + 1]
+                if q < cost[i, j]:
+                    cost[i, j], split[i, j] = q, k
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    return anp.dot(_chain(arrays, split, i, split[i, j]), _chain(arrays, split, split[i, j] + 1, j))
+
+
+# ---------------------------------------------------------------- numpy 2's array-API names
+
+def matmul(x1, x2, /):
+    return anp.matmul(x1, x2)
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    return anp.tensordot(x1, x2, axes)
+
+
+def outer(x1, x2, /):
+    """numpy.linalg.outer: of two vectors only."""
+    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
+    if anp._ndim(x1) != 1 or anp._ndim(x2) != 1:
+        raise ValueError("Input arrays must be one-dimensional, but they are "
+                         f"x1.ndim={anp._ndim(x1)} and x2.ndim={anp._ndim(x2)}.")
+    return anp.outer(x1, x2)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """numpy.linalg.cross: of 3-element vectors only."""
+    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
+    if anp._shape(x1)[axis] != 3 or anp._shape(x2)[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
+                         f"are {anp._shape(x1)[axis]} and {anp._shape(x2)[axis]} dimensional instead.")
+    return anp.cross(x1, x2, axis=axis)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """numpy.linalg.trace: over the last two axes."""
+    if dtype is not None:
+        raise InvalidInputError("nestad.numpy.linalg.trace supports dtype=None")
+    return anp.trace(x, offset, -2, -1)
+
+
+def diagonal(x, /, *, offset=0):
+    return anp.diagonal(x, offset, -2, -1)
+
+
+def matrix_transpose(x, /):
+    return _mT(anp._as_operand(x))
+
+
+if hasattr(anp, 'vecdot'):
+    def vecdot(x1, x2, /, *, axis=-1):
+        return anp.vecdot(x1, x2, axis=axis)
