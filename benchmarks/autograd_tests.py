@@ -478,13 +478,19 @@ def check_grads(f, x, modes=None, order=2):
             check_grads(grad_f, (0, 1), modes, order=order - 1)(x, _randn_like(f(x)))
 
 
+def _complex(x):
+    if isinstance(x, (list, tuple)):
+        return any(_complex(v) for v in x)
+    return onp.iscomplexobj(x)
+
+
 def combo_check(fun, *args, **kwargs):
     _check_grads = lambda f: check_grads(f, *args, **kwargs)          # noqa: E731
 
     def _combo_check(*args, **kwargs):
         kwarg_key_vals = [[(k, x) for x in xs] for k, xs in kwargs.items()]
         for _args in product(*args):
-            if any(onp.iscomplexobj(a) for a in _args):
+            if any(_complex(a) for a in _args):
                 continue        # complex arguments are out of scope (real-valued part)
             for _kwargs in product(*kwarg_key_vals):
                 _check_grads(fun)(*_args, **dict(_kwargs))
