@@ -23,14 +23,16 @@ Rules (real case; e.g. Giles 2008, Townsend 2016), with ``X = V^T dA V`` (eigh),
 * svd (reduced): ``ds = diag(X)``, ``dU = U (F o (X S + S X^T)) + (I - U U^T) dA V S^-1``,
   ``dV = V (F o (S X + X^T S)) + (I - V V^T) dA^T U S^-1``.
 
-Repeated eigenvalues (singular values; equal to rounding, or zero singular values for the
-``S^-1`` terms) leave the vectors of that subspace without a derivative: numpy's choice of
-basis there is arbitrary.  Forward mode gives nan in the tangents of exactly those vectors
-(and only when the direction mixes them); reverse mode raises an ``InvalidInputError`` if
-the cotangent of those vectors is not zero, and is exact otherwise (so functions of the
-eigenvalues alone differentiate at repeated eigenvalues).  A basis-invariant function of the
-vectors (a matrix function ``V f(w) V^T``) has a derivative there, but these formulas cannot
-see it: at repeated eigenvalues it is refused rather than returned wrong.
+Repeated eigenvalues (singular values), equal to rounding: one by one they have no
+derivative, their mean has; each gets the derivative of its group's mean (both modes, adjoint
+to each other), as max splits ties, so symmetric functions of them are exact.  Zero singular
+values get 0, as abs at 0.  The vectors of a repeated value have none (numpy's basis of the
+subspace is arbitrary; for svd also the columns of zero singular values past the square
+part): forward mode gives nan in the tangents of exactly the vectors the direction mixes;
+reverse mode raises ``InvalidInputError`` if their cotangent is not zero and is exact
+otherwise.  A basis-invariant function of them (``V f(w) V^T``) has a derivative there that
+these formulas cannot see: it is refused, not returned wrong.  eig refuses repeated
+eigenvalues outright (the matrix may be defective).
 """
 import numpy as _np
 
