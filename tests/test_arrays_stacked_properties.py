@@ -142,11 +142,29 @@ MATMUL_SHAPES = lambda k, n: [((k, n, n), (k, n, n)), ((k, n, n), (n, n)), ((n, 
                               ((k, n, n), (n,)), ((n,), (k, n, n)), ((k, 1, n, n), (k, n, 2)),
                               ((k, n), (n, k)), ((n,), (n,))]
 DOT_SHAPES = lambda k, n: [((k, n), (n, k)), ((k, n), (n,)), ((n,), (n, k)), ((n,), (n,)),  # noqa: E731
-                           ((k, n), ()), ((), (k, n))]
+                           ((k, n), ()), ((), (k, n)), ((k, n, n), (n, 2)), ((k, n), (k, n, 2)),
+                           ((n,), (k, n, n)), ((k, n, n), (n,)), ((2, k, n), (k, n, n))]
 
 EINSUMS = [('kij,kjl->kil', 'kij', 'kjl'), ('kij,jl->kil', 'kij', 'jl'), ('kij,j->ki', 'kij', 'j'),
            ('ij,kj->ki', 'ij', 'kj'), ('kij,kij->k', 'kij', 'kij'), ('kij,kj->i', 'kij', 'kj'),
-           ('kij->kji', 'kij', None), ('kij->k', 'kij', None), ('kij->j', 'kij', None)]
+           ('kij->kji', 'kij', None), ('kij->k', 'kij', None), ('kij->j', 'kij', None),
+           ('...ij,...jl->...il', 'kij', 'jl'), ('kij,kjl', 'kij', 'kjl'), ('kii->ki', 'kii', None),
+           ('kii', 'kii', None), ('...j,...ij', 'kj', 'kij'), ('kij,ij->i', 'kij', 'ij')]
+
+
+def einsum3_case(draw, r, k, n):
+    spec = draw(st.sampled_from(['kij,jl,kl->ki', 'ki,ij,kj', '...i,...i,i->...']))
+    dims = {'k': k, 'i': n, 'j': n, 'l': 2}
+    shapes = {'kij,jl,kl->ki': ('kij', 'jl', 'kl'), 'ki,ij,kj': ('ki', 'ij', 'kj'),
+              '...i,...i,i->...': ('ki', 'ki', 'i')}[spec]
+    ops = tuple(vals(r, tuple(dims[c] for c in s)) for s in shapes)
+    return (lambda *o: anp.einsum(spec, *o)), ops, (0, 1, 2)
+
+
+def tensordot_case(draw, r, k, n):
+    sa, sb, axes = draw(st.sampled_from([((k, n, n), (n, n, 2), 2), ((k, n), (k, n), ([0, 1], [0, 1])),
+                                         ((k, n, n), (n, k), ([0, 2], [1, 0])), ((k, n), (2,), 0)]))
+    return (lambda a, b: anp.tensordot(a, b, axes)), (vals(r, sa), vals(r, sb)), (0, 1)
 
 
 def einsum_case(draw, r, k, n):
@@ -251,6 +269,22 @@ def solve_case(draw, r, k, n):
     return anp.linalg.solve, (matrices(r, k, n), vals(r, sb)), (0, 1)
 
 
+def spread(r, k, n):
+    """A stack of k matrices whose eigenvalues (those of its lower triangle too) and singular
+    values are real, distinct and at least about 1 apart (Gershgorin discs apart)."""
+    return matrices(r, k, n) + 3.0 * np.diag(np.arange(n))
+
+
+def joined(parts):
+    return anp.concatenate([anp.ravel(p) for p in parts])
+
+
+def of_spread(op):
+    def case(draw, r, k, n):
+        return op, (spread(r, k, n),), (0,)
+    return case
+
+
 def norm_case(draw, r, k, n):
     axis = draw(st.sampled_from([None, -1, 0, 1, (-2, -1), (0, 2), (1, 2)]))
     keepdims = draw(st.booleans())
@@ -295,6 +329,18 @@ CASES.update({
     'linalg-inv': of_matrices(anp.linalg.inv),
     'linalg-cholesky': of_matrices(lambda a: anp.linalg.cholesky(a @ anp.swapaxes(a, -1, -2))),
     'linalg-solve': solve_case, 'linalg-norm': norm_case,
+    'einsum-3': einsum3_case, 'tensordot': tensordot_case,
+    'kron': two_operand_case(anp.kron, lambda k, n: [((k, n), (n, 2)), ((k,), (k, n, 1))]),
+    'linalg-eigh': of_spread(lambda a: joined(anp.linalg.eigh(a))),
+    'linalg-eigvalsh': of_spread(lambda a: anp.linalg.eigvalsh(a, 'U')),
+    'linalg-eig': of_spread(lambda a: joined(anp.linalg.eig(a))),
+    'linalg-eigvals': of_spread(anp.linalg.eigvals),
+    'linalg-svd': of_spread(lambda a: joined(anp.linalg.svd(a))),
+    'linalg-svdvals': of_spread(lambda a: anp.linalg.svd(a, compute_uv=False)),
+    'linalg-pinv': of_spread(anp.linalg.pinv),
+    'linalg-matrix_power': of_matrices(lambda a: anp.linalg.matrix_power(a, 3)),
+    'linalg-norm-spectral': of_spread(lambda a: joined([anp.linalg.norm(a, o, (-2, -1))
+                                                        for o in ('nuc', 2, -2)])),
     'at-set': at_case('set'), 'at-add': at_case('add'), 'at-multiply': at_case('multiply'),
 })
 

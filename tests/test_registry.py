@@ -27,6 +27,14 @@ def _mat(n=3):
     return R.uniform(-0.5, 0.5, size=(n, n)) + 2.0 * np.eye(n)
 
 
+_REAL_EIGENVALUES = np.array([[2.0, 0.5, 0.1], [0.3, 1.0, -0.4], [0.2, 0.1, -1.0]])
+
+
+def _joined(parts):
+    """The factors of a decomposition as one vector (check_rules takes one array)."""
+    return anp.concatenate([anp.ravel(p) for p in parts])
+
+
 # Scalar primitives: a point inside their smooth domain.  An elementwise one (with a numpy
 # mirror) is also checked on an array of points through its nestad.numpy version, so one
 # row covers both (nestad.registry.ELEMENTWISE).
@@ -90,7 +98,17 @@ ARRAY_ROWS = {
     'numpy.linalg.det': (anp.linalg.det, (_mat(),)),
     'numpy.linalg.slogdet': (lambda a: anp.linalg.slogdet(a)[1], (_mat(),)),
     'numpy.linalg.cholesky': (lambda a: anp.linalg.cholesky(a @ a.T), (_mat(),)),
+    'numpy.linalg.eigh': (lambda a: _joined(anp.linalg.eigh(a)), (_mat(),)),
+    'numpy.linalg.eigvalsh': (lambda a: anp.linalg.eigvalsh(a, 'U'), (_mat(),)),
+    'numpy.linalg.eig': (lambda a: _joined(anp.linalg.eig(a)), (_REAL_EIGENVALUES,)),
+    'numpy.linalg.eigvals': (anp.linalg.eigvals, (_REAL_EIGENVALUES,)),
+    'numpy.linalg.svd': (lambda a: _joined(anp.linalg.svd(a, full_matrices=False)),
+                         (R.uniform(-1.0, 1.0, size=(3, 2)),)),
+    'numpy.linalg.svdvals': (lambda a: anp.linalg.svd(a, compute_uv=False), (_mat(),)),
+    'numpy.linalg.pinv': (anp.linalg.pinv, (R.uniform(-1.0, 1.0, size=(2, 3)),)),
 }
+if hasattr(np, 'vecdot'):
+    ARRAY_ROWS['numpy.vecdot'] = (anp.vecdot, (_mat(), _vec()))
 
 # Piecewise-constant operations: their derivative is zero (checked), their values
 # numpy's / Python's (tested with the functions that use them).

@@ -907,23 +907,6 @@ def _product_rule(mul_rule, rule):
     return either
 
 
-# dot: values from numpy.dot itself (its summation order and signed zeros differ from
-# matmul's: numpy.dot([-0.], [1.]) is -0.0), rules from multiply and matmul.
-_dot = _define('dot', _np.dot,
-               jvps=(_product_rule(_MULTIPLY_JVPS[0], _matmul_jvp(0)),
-                     _product_rule(_MULTIPLY_JVPS[1], _matmul_jvp(1))),
-               vjps=(_product_rule(_MULTIPLY_VJPS[0], _matmul_vjp_a),
-                     _product_rule(_MULTIPLY_VJPS[1], _matmul_vjp_b)))
-
-
-def dot(a, b):
-    a, b = _as_operand(a), _as_operand(b)
-    if _ndim(a) <= 2 and _ndim(b) <= 2:
-        return _dot(a, b)
-    raise InvalidInputError("nestad.numpy.dot supports operands of up to 2 dimensions; "
-                            "use matmul or einsum for stacks of matrices")
-
-
 def _inner_jvp_b(t, a, b, out):
     # inner(a, t) puts t's batch axes after a's leading axes: move them to the front
     nb, na = _nbatch(t, b), _ndim(a) - 1
@@ -954,10 +937,6 @@ def inner(a, b):
     return _inner(_as_operand(a), _as_operand(b))
 
 
-def outer(a, b):
-    return reshape(_as_operand(a), (-1, 1)) * reshape(_as_operand(b), (1, -1))
-
-
 def _vdot_jvp(k):
     def jvp(t, a, b, out):
         x, other = (a, b) if k == 0 else (b, a)
@@ -974,67 +953,6 @@ _vdot = _define('vdot', _np.vdot, jvps=(_vdot_jvp(0), _vdot_jvp(1)),
 def vdot(a, b):
     """numpy.vdot of real arrays: the sum of products of the flattened operands."""
     return _vdot(_as_operand(a), _as_operand(b))
-
-
-_LETTERS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
-
-
-def _parse_einsum(subscripts, n):
-    if '->' not in subscripts or '.' in subscripts:
-        raise InvalidInputError("nestad.numpy.einsum needs explicit output subscripts ('ij,jk->ik') "
-                                "and no ellipsis")
-    ins, out = subscripts.replace(' ', '').split('->')
-    ins = ins.split(',')
-    if len(ins) != n or n not in (1, 2):
-        raise InvalidInputError("nestad.numpy.einsum supports one or two operands")
-    for s in ins:
-        if len(set(s)) != len(s):
-            raise InvalidInputError(f"nestad.numpy.einsum: repeated index in '{s}' (traces) is "
-                                    "not supported; use diagonal/sum")
-    return ins, out
-
-
-def _einsum_plain(*ops, spec):
-    return _np.einsum(spec, *ops)
-
-
-def _einsum_jvp(k):
-    def jvp(t, *ops, out, spec):
-        ins, res = _parse_einsum(spec, len(ops))
-        nb = _nbatch(t, ops[k])
-        batch = ''.join(c for c in _LETTERS if c not in spec)[:nb]     # letters free in spec
-        new_ins = [batch + s if i == k else s for i, s in enumerate(ins)]
-        new_ops = [t if i == k else o for i, o in enumerate(ops)]
-        return _einsum(*new_ops, spec=','.join(new_ins) + '->' + batch + res)
-    return jvp
-
-
-def _einsum_vjp(k):
-    def vjp(g, *ops, out, spec):
-        ins, res = _parse_einsum(spec, len(ops))
-        others = [s for i, s in enumerate(ins) if i != k]
-        avail = set(res).union(*others) if others else set(res)
-        target = ins[k]
-        present = ''.join(c for c in target if c in avail)
-        terms = [res] + others
-        r = _einsum(g, *[o for i, o in enumerate(ops) if i != k],
-                    spec=','.join(terms) + '->' + present)
-        if present != target:     # letters summed only inside operand k: broadcast back
-            shape_k = _shape(ops[k])
-            r = reshape(r, [shape_k[i] if c in avail else 1 for i, c in enumerate(target)])
-            r = broadcast_to(r, shape_k)
-        return r
-    return vjp
-
-
-_einsum = _define('einsum', _einsum_plain, jvps=(_einsum_jvp(0), _einsum_jvp(1)),
-                  vjps=(_einsum_vjp(0), _einsum_vjp(1)))
-
-
-def einsum(subscripts, *operands):
-    """One- or two-operand einsum with explicit output subscripts, without traces."""
-    _parse_einsum(subscripts, len(operands))
-    return _einsum(*[_as_operand(o) for o in operands], spec=subscripts.replace(' ', ''))
 
 
 # ---------------------------------------------------------------- joining
@@ -1157,7 +1075,7 @@ _EXPRESSIONS = {
     'max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
     'min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
     'reshape': 'np.reshape({0}, {shape})', 'transpose': 'np.transpose({0}, {axes})',
-    'broadcast_to': 'np.broadcast_to({0}, {shape})', 'einsum': 'np.einsum({spec}, {0}, {1})',
+    'broadcast_to': 'np.broadcast_to({0}, {shape})',
 }
 for _qualname, _prim in _registry.PRIMITIVES.items():
     _name = _qualname[len('numpy.'):]
@@ -1330,6 +1248,7 @@ _SIMPLIFY[_registry.PRIMITIVES['numpy.power']] = _power_identity
 _UFUNC_PRIMITIVES.update({_np.add: add, _np.subtract: subtract, _np.multiply: multiply,
                           _np.true_divide: divide, _np.negative: negative, _np.power: power})
 
+from ._contract import *  # noqa: E402,F401,F403  (einsum, dot, tensordot, kron, cross, outer)
 from . import linalg  # noqa: E402  (after the primitives it uses)
 from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
 from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index tricks, casts)

@@ -55,12 +55,12 @@ if hasattr(np, 'astype'):            # numpy >= 2.1
 
 # What to use instead of some numpy functions nestad does not differentiate.
 ALTERNATIVES = {
-    'numpy.tensordot': 'nestad.numpy.einsum or matmul',
     'numpy.add.accumulate': 'nestad.numpy.cumsum',
     'numpy.add.at': "the functional update x.at[index].add(values)",
     'numpy.copyto': "nestad.numpy.full_like(a, x), or the functional update "
                     "nestad.numpy.at(out)[index].set(x)",
-    'numpy.linalg.matrix_power': 'repeated @',
+    'numpy.linalg.lstsq': 'nestad.numpy.linalg.pinv(a) @ b (or nestad.numpy.linalg.solve of the '
+                          'normal equations)',
 }
 
 

@@ -1,15 +1,22 @@
-"""``nestad.numpy.linalg``: norm, solve, inv, det, slogdet, cholesky, with rules.
+"""``nestad.numpy.linalg``: numpy.linalg's functions of real matrices, with rules.
 
 Rules follow the standard matrix calculus identities (e.g. Giles, "An extended
 collection of matrix derivative results", 2008), written with nestad.numpy
-operations so that they nest.
+operations so that they nest.  The spectral decompositions (eigh, eig, svd and their
+value-only forms) are in ``_spectral.py``; the functions here are norm, solve, inv,
+det, slogdet, cholesky, pinv, matrix_power, and numpy 2's array-API names.
 """
+import builtins
+import operator
+
 import numpy as _np
 
 from .. import numpy as anp
 from ..arrays import apply, ArrayPrimitive
 from ..errors import InvalidInputError
 from ..values import primal_value
+from ._spectral import eig, eigh, eigvals, eigvalsh, svd, svdvals  # noqa: F401
+from ._spectral import _carries, _from_triangle, _plain, _to_triangle
 
 
 def _define(name, plain, jvps, vjps):
@@ -25,13 +32,121 @@ def _mT(a):
     return anp.swapaxes(a, -1, -2)
 
 
+# ---------------------------------------------------------------- norm
+
+def _ipow(x, p):
+    """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths)."""
+    if p == 1:
+        return x
+    if p == -1:
+        return anp.reciprocal(x)
+    if p == 0.5:
+        return anp.sqrt(x)
+    if p == 2:
+        return x * x
+    return anp.power(x, float(p))
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    """numpy's vector norms along one axis."""
+    if ord == _np.inf:
+        return anp.max(anp.absolute(x), axis=axis, keepdims=keepdims)
+    if ord == -_np.inf:
+        return anp.min(anp.absolute(x), axis=axis, keepdims=keepdims)
+    if ord == 0:            # the number of nonzero entries: no derivative
+        v = primal_value(x)
+        return _np.sum((v != 0).astype(v.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return anp.sum(anp.absolute(x), axis=axis, keepdims=keepdims)
+    if ord is None or ord == 2:
+        return anp.sqrt(anp.sum(x * x, axis=axis, keepdims=keepdims))
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    ret = anp.sum(_ipow(anp.absolute(x), ord), axis=axis, keepdims=keepdims)
+    return _ipow(ret, 1.0 / ord)
+
+
+def _matrix_norm(x, ord, row, col, keepdims):
+    """numpy's matrix norms over axes (row, col)."""
+    nd_ = anp._ndim(x)
+    row, col = row % nd_, col % nd_
+    if row == col:
+        raise ValueError('Duplicate axes given.')
+    if ord in (2, -2, 'nuc'):
+        rest = [i for i in range(nd_) if i not in (row, col)]
+        s = svdvals(anp.transpose(x, rest + [row, col]))
+        ret = {2: anp.max, -2: anp.min, 'nuc': anp.sum}[ord](s, axis=-1)
+    elif ord in (1, -1):
+        ret = anp.sum(anp.absolute(x), axis=row)
+        ret = (anp.max if ord == 1 else anp.min)(ret, axis=col - 1 if col > row else col)
+    elif ord in (_np.inf, -_np.inf):
+        ret = anp.sum(anp.absolute(x), axis=col)
+        ret = (anp.max if ord == _np.inf else anp.min)(ret, axis=row - 1 if row > col else row)
+    elif ord in (None, 'fro', 'f'):
+        ret = anp.sqrt(anp.sum(x * x, axis=(row, col)))
+    else:
+        raise ValueError("Invalid norm order for matrices.")
+    if keepdims:
+        shape = list(anp._shape(x))
+        shape[row] = shape[col] = 1
+        ret = anp.reshape(ret, shape)
+    return ret
+
+
 def norm(x, ord=None, axis=None, keepdims=False):
-    """The 2-norm of vectors / Frobenius norm of matrices (``ord`` None, 2 for vectors, 'fro')."""
+    """numpy.linalg.norm: every vector ``ord`` (inf, -inf, 0, 1, 2, any p, None) over one
+    axis, every matrix ``ord`` ('fro', 'nuc', inf, -inf, 1, -1, 2, -2, None) over two,
+    numpy's values and branches.  The 2-norm's derivative at zero is nan (0/0)."""
     x = anp._as_operand(x)
-    if ord not in (None, 'fro') and not (ord == 2 and (anp._ndim(x) == 1 or isinstance(axis, int))):
-        raise InvalidInputError(f"nestad.numpy.linalg.norm supports ord=None, 'fro' and the vector "
-                                f"2-norm, not ord={ord!r}")
-    return anp.sqrt(anp.sum(x * x, axis=axis, keepdims=keepdims))
+    if not _carries(x):
+        return _np.linalg.norm(_plain(x, 'norm'), ord, axis, keepdims)
+    nd_ = anp._ndim(x)
+    if axis is None:
+        if ord is None or ord in ('f', 'fro') and nd_ == 2 or ord == 2 and nd_ == 1:
+            flat = anp.ravel(x)
+            ret = anp.sqrt(anp.dot(flat, flat))       # numpy's own steps: a dot of x with itself
+            return anp.reshape(ret, [1] * nd_) if keepdims else ret
+        axis = tuple(range(nd_))
+    elif not isinstance(axis, tuple):
+        try:
+            axis = (operator.index(axis),)
+        except TypeError:
+            raise TypeError("'axis' must be None, an integer or a tuple of integers") from None
+    if len(axis) == 1:
+        return _vector_norm(x, ord, axis[0], keepdims)
+    if len(axis) == 2:
+        return _matrix_norm(x, ord, axis[0], axis[1], keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+def matrix_norm(x, /, *, keepdims=False, ord='fro'):
+    """numpy.linalg.matrix_norm: norm over the last two axes."""
+    return norm(x, axis=(-2, -1), keepdims=keepdims, ord=ord)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """numpy.linalg.vector_norm: a vector norm over any axes (all of them by default)."""
+    x = anp._as_operand(x)
+    if not _carries(x):
+        return _np.linalg.vector_norm(_plain(x, 'vector_norm'), axis=axis, keepdims=keepdims, ord=ord)
+    shape = list(anp._shape(x))
+    if axis is None:
+        y, along = anp.ravel(x), 0
+    elif isinstance(axis, tuple):
+        axes = [a % len(shape) for a in axis]
+        rest = [i for i in range(len(shape)) if i not in axes]
+        y = anp.reshape(anp.transpose(x, axes + rest),
+                        (int(_np.prod([shape[i] for i in axes])),) + tuple(shape[i] for i in rest))
+        along = 0
+    else:
+        y, along = x, axis
+    res = norm(y, axis=along, ord=ord)
+    if keepdims:
+        for i in (range(len(shape)) if axis is None else
+                  [a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))]):
+            shape[i] = 1
+        res = anp.reshape(res, shape)
+    return res
 
 
 def _aligned(t, x, out):
@@ -134,3 +249,192 @@ _cholesky = _define('linalg.cholesky', lambda a: _np.linalg.cholesky(0.5 * (a + 
 
 def cholesky(a):
     return _cholesky(anp._as_operand(a))
+
+
+# ---------------------------------------------------------------- pinv, matrix_power
+
+def _pinv_plain(a, hermitian, **tol):
+    return _np.linalg.pinv(a, hermitian=hermitian, **tol)
+
+
+def _pinv_jvp(t, a, out, hermitian, **tol):
+    # d A+ = -A+ dA A+ + A+ A+^T dA^T (I - A A+) + (I - A+ A) dA^T A+^T A+, where the rank of
+    # A is locally constant (Golub and Pereyra 1973)
+    if hermitian:                                      # numpy reads the lower triangle
+        t, a = _from_triangle(t, True), _from_triangle(a, True)
+    m, n = anp._shape(a)[-2:]
+    p_out = _np.eye(m) - anp.matmul(a, out)            # I - A A+
+    p_in = _np.eye(n) - anp.matmul(out, a)             # I - A+ A
+    tT = _mT(t)
+    return (-anp.matmul(out, anp.matmul(t, out))
+            + anp.matmul(anp.matmul(out, _mT(out)), anp.matmul(tT, p_out))
+            + anp.matmul(p_in, anp.matmul(tT, anp.matmul(_mT(out), out))))
+
+
+def _pinv_vjp(g, a, out, hermitian, **tol):
+    a = _from_triangle(a, True) if hermitian else a
+    m, n = anp._shape(a)[-2:]
+    p_out = _np.eye(m) - anp.matmul(a, out)
+    p_in = _np.eye(n) - anp.matmul(out, a)
+    gT = _mT(g)
+    ga = (-anp.matmul(_mT(out), anp.matmul(g, _mT(out)))
+          + anp.matmul(p_out, anp.matmul(gT, anp.matmul(out, _mT(out))))
+          + anp.matmul(anp.matmul(_mT(out), out), anp.matmul(gT, p_in)))
+    return _to_triangle(ga, True) if hermitian else ga
+
+
+_pinv = _define('linalg.pinv', _pinv_plain, (_pinv_jvp,), (_pinv_vjp,))
+
+
+def pinv(a, rcond=None, hermitian=False, **rtol):
+    """numpy.linalg.pinv (stacks too), numpy's values and cut-offs (``rcond``, ``rtol``).
+    Its derivative is the one where the rank stays fixed: exact for full-rank matrices
+    and along perturbations that keep the rank; a perturbation that changes the rank
+    makes the pseudo-inverse jump, and no derivative exists there."""
+    a = anp._as_operand(a)
+    tol = dict(rtol) if rcond is None else dict(rtol, rcond=rcond)
+    if not _carries(a):
+        return _np.linalg.pinv(_plain(a, 'pinv'), hermitian=hermitian, **tol)
+    return _pinv(a, hermitian=hermitian, **tol)
+
+
+def matrix_power(a, n):
+    """numpy.linalg.matrix_power by numpy's steps (squarings and products with matmul, inv
+    for negative powers), so its values are numpy's."""
+    a = anp._as_operand(a)
+    if not _carries(a):
+        return _np.linalg.matrix_power(_plain(a, 'matrix_power'), n)
+    shape = anp._shape(a)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise _np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    if n == 0:              # the identity: a constant
+        dtype = _np.result_type(primal_value(a))
+        return _np.broadcast_to(_np.eye(shape[-1], dtype=dtype), shape).copy()
+    if n < 0:
+        a, n = inv(a), -n
+    if n == 1:
+        return a
+    if n == 2:
+        return anp.matmul(a, a)
+    if n == 3:
+        return anp.matmul(anp.matmul(a, a), a)
+    z = result = None
+    while n > 0:
+        z = a if z is None else anp.matmul(z, z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else anp.matmul(result, z)
+    return result
+
+
+def multi_dot(arrays, *, out=None):
+    """numpy.linalg.multi_dot: the chain of dots in numpy's order (the cheapest, found by
+    the same dynamic programme), so its values are numpy's."""
+    arrays = [anp._as_operand(a) for a in arrays]
+    if not builtins.any(_carries(a) for a in arrays):
+        return _np.linalg.multi_dot([_plain(a, 'multi_dot') for a in arrays], out=out)
+    if out is not None:
+        raise TypeError("numpy.linalg.multi_dot(..., out=...) cannot write a nestad value into a "
+                        "plain array; use the result it returns")
+    n = len(arrays)
+    if n < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if n == 2:
+        return anp.dot(arrays[0], arrays[1])
+    first, last = anp._ndim(arrays[0]), anp._ndim(arrays[-1])
+    if first == 1:
+        arrays[0] = anp.atleast_2d(arrays[0])
+    if last == 1:
+        arrays[-1] = anp.transpose(anp.atleast_2d(arrays[-1]))
+    for a in arrays:
+        if anp._ndim(a) != 2:
+            raise _np.linalg.LinAlgError(f"{anp._ndim(a)}-dimensional array given. Array must be "
+                                         "two-dimensional")
+    if n == 3:
+        (a0, a1b0), (b1c0, c1) = anp._shape(arrays[0]), anp._shape(arrays[2])
+        if a0 * b1c0 * (a1b0 + c1) < a1b0 * c1 * (a0 + b1c0):
+            result = anp.dot(anp.dot(arrays[0], arrays[1]), arrays[2])
+        else:
+            result = anp.dot(arrays[0], anp.dot(arrays[1], arrays[2]))
+    else:
+        result = _chain(arrays, _chain_order([anp._shape(a) for a in arrays]), 0, n - 1)
+    if first == 1 and last == 1:
+        return result[0, 0]
+    if first == 1 or last == 1:
+        return anp.ravel(result)
+    return result
+
+
+def _chain_order(shapes):
+    """The split points of the cheapest multiplication order (Cormen 15.2, as numpy)."""
+    n = len(shapes)
+    p = [s[0] for s in shapes] + [shapes[-1][1]]
+    cost = _np.zeros((n, n))
+    split = _np.zeros((n, n), dtype=int)
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i, j] = _np.inf
+            for k in range(i, j):
+                q = cost[i, k] + cost[k + 1, j] + p[i] * p[k + 1] * p[j + 1]
+                if q < cost[i, j]:
+                    cost[i, j], split[i, j] = q, k
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    return anp.dot(_chain(arrays, split, i, split[i, j]), _chain(arrays, split, split[i, j] + 1, j))
+
+
+# ---------------------------------------------------------------- numpy 2's array-API names
+
+def matmul(x1, x2, /):
+    return anp.matmul(x1, x2)
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    return anp.tensordot(x1, x2, axes)
+
+
+def outer(x1, x2, /):
+    """numpy.linalg.outer: of two vectors only."""
+    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
+    if anp._ndim(x1) != 1 or anp._ndim(x2) != 1:
+        raise ValueError("Input arrays must be one-dimensional, but they are "
+                         f"x1.ndim={anp._ndim(x1)} and x2.ndim={anp._ndim(x2)}.")
+    return anp.outer(x1, x2)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """numpy.linalg.cross: of 3-element vectors only."""
+    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
+    if anp._shape(x1)[axis] != 3 or anp._shape(x2)[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
+                         f"are {anp._shape(x1)[axis]} and {anp._shape(x2)[axis]} dimensional instead.")
+    return anp.cross(x1, x2, axis=axis)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """numpy.linalg.trace: over the last two axes."""
+    if dtype is not None:
+        raise InvalidInputError("nestad.numpy.linalg.trace supports dtype=None")
+    return anp.trace(x, offset, -2, -1)
+
+
+def diagonal(x, /, *, offset=0):
+    return anp.diagonal(x, offset, -2, -1)
+
+
+def matrix_transpose(x, /):
+    return _mT(anp._as_operand(x))
+
+
+if hasattr(anp, 'vecdot'):
+    def vecdot(x1, x2, /, *, axis=-1):
+        return anp.vecdot(x1, x2, axis=axis)
