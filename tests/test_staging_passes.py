@@ -1,0 +1,136 @@
+"""Rewrites that make staged code faster: each keeps the program's results bit for bit
+(signed zeros included) and is checked at the program level (the rewritten program has
+fewer equations, or fewer loop slots) and against eager nestad."""
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+from nestad.numpy import _scatter
+from nestad.staging.accumulate import SCATTER_SUM, accumulate_scatters
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def ops(program):
+    return [e.op.name for e in program.eqns]
+
+
+def rosen(x):
+    return anp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+# ---------------------------------------------------------------- sums of scatters
+
+def test_rosenbrock_hvp_scatters_accumulate_in_one_buffer():
+    rng = np.random.default_rng(0)
+    x, v = rng.standard_normal(50), rng.standard_normal(50)
+    hvp = lambda x, v: nd.hvp(rosen, x, v)          # noqa: E731
+    program = nd.trace(hvp, x, v)
+    assert ops(program).count('scatter_add') == 2
+    fused = accumulate_scatters(program)
+    assert len(fused.eqns) == len(program.eqns) - 2
+    assert 'scatter_add' not in ops(fused) and ops(fused).count('scatter_sum') == 1
+    src = program.source()
+    assert "_scatter" not in src and "[:-1] = " in src and "[1:] += " in src
+    staged = nd.stage(hvp)
+    staged(x, v)
+    want = program(x, v)                             # the traced program, evaluated as recorded
+    assert same_bits(staged(x, v), want) and same_bits(fused(x, v), want)
+    np.testing.assert_allclose(staged(x, v), hvp(x, v), rtol=1e-12)
+
+
+def _scatter_sum_cases():
+    s = slice
+    yield (6,), [s(None, -1), s(1, None)]
+    yield (6,), [s(1, None), s(None, -1)]
+    yield (6,), [s(0, 2), s(4, 6)]                 # disjoint: every entry of the first fixed up
+    yield (6,), [s(None), s(2, 4)]                 # fix-up region in two pieces: a mask
+    yield (6,), [s(None, None, 2), s(1, None, 2), s(2, 5)]
+    yield (4, 5), [(s(None), s(None, -1)), (s(None), s(1, None)), (0,)]
+    yield (4, 5), [(Ellipsis, 2), (s(1, 3), Ellipsis), (None, s(None, 2))]
+    yield (3,), [0, 2, 1, 0]
+
+
+@pytest.mark.parametrize("shape, indices", list(_scatter_sum_cases()))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scatter_sums_keep_every_bit_signed_zeros_included(shape, indices, dtype):
+    zero = np.zeros(shape)
+    parts = [np.asarray(zero[i]) for i in indices]
+
+    def f(*gs):
+        total = None
+        for g, i in zip(gs, indices):
+            s = _scatter(g, index=i, shape=shape)
+            total = s if total is None else total + s
+        return total
+    rng = np.random.default_rng(1)
+    # every term mixes -0.0, 0.0 and other values, so each rule about zeros is exercised
+    choices = np.array([-0.0, 0.0, -0.0, 1.5, -2.25])
+    args = [rng.choice(choices, size=p.shape).astype(dtype) for p in parts]
+    program = nd.trace(f, *args)
+    fused = accumulate_scatters(program)
+    assert ops(fused) == ['scatter_sum'] and len(program.eqns) == 2 * len(indices) - 1
+    for _ in range(20):
+        args = [rng.choice(choices, size=p.shape).astype(dtype) for p in parts]
+        want = program(*args)
+        assert same_bits(fused(*args), want)
+        staged = nd.stage(f)
+        staged(*args)
+        assert same_bits(staged(*args), want)
+
+
+def test_scatters_read_elsewhere_or_by_fancy_indices_are_left_alone():
+    x = np.arange(5.0)
+
+    def reused(g):
+        s = _scatter(g, index=slice(1, None), shape=(5,))
+        return s + _scatter(g, index=slice(None, -1), shape=(5,)), s
+
+    def fancy(g):
+        return _scatter(g, index=np.array([0, 0, 1, 2]), shape=(5,)) + \
+            _scatter(g, index=slice(1, None), shape=(5,))
+    fused = accumulate_scatters(nd.trace(reused, x[:4]))
+    assert ops(fused) == ['scatter_sum', 'scatter_sum', 'add']     # the lone ones inline
+    fused = accumulate_scatters(nd.trace(fancy, x[:4]))
+    assert ops(fused) == ['scatter_add', 'scatter_sum', 'add']
+    for f, arg in ((reused, x[:4]), (fancy, x[:4])):
+        staged = nd.stage(f)
+        staged(arg)
+        for a, b in zip(np.atleast_1d(staged(arg + 1)), np.atleast_1d(f(arg + 1))):
+            assert same_bits(a, b)
+
+
+def test_scatter_sum_in_a_loop_body_and_gradients_of_indexing():
+    def f(x):
+        return anp.sum(x[1:] * x[:-1]) + anp.sum(anp.sin(x[::2]))
+    x = np.linspace(0.1, 2.0, 9)
+    g = nd.stage(nd.gradient_r(f))
+    g(x)
+    assert SCATTER_SUM.name in [e.op.name for e in accumulate_scatters(g.programs()[0]).eqns]
+    assert same_bits(g(x), nd.trace(nd.gradient_r(f), x)(x))
+    np.testing.assert_allclose(g(x), nd.gradient_r(f)(x), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- calling staged functions
+
+def test_array_arguments_take_the_fast_path_with_the_same_cache_rules():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return anp.sum(x * y)
+    s = nd.stage(f)
+    a, b = np.arange(3.0), np.ones(3)
+    assert s(a, b) == 3.0 and s(a, b) == 3.0 and s(a, 2.0) == 6.0
+    assert s.trace_count == 2
+    s(a.astype(np.float32), b)                     # another dtype: another program
+    s(np.arange(4.0), np.ones(4))                  # another shape: another program
+    assert s.trace_count == 4
+    s(np.arange(3), b)                             # an int array is static: the general path
+    s(np.float64(2.0), b)
+    assert s.trace_count == 6 and len(calls) == 6
+    assert s(a, b) == 3.0 and s(a, 2.0) == 6.0 and s.trace_count == 6
