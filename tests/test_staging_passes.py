@@ -134,3 +134,23 @@ def test_array_arguments_take_the_fast_path_with_the_same_cache_rules():
     s(np.float64(2.0), b)
     assert s.trace_count == 6 and len(calls) == 6
     assert s(a, b) == 3.0 and s(a, 2.0) == 6.0 and s.trace_count == 6
+
+
+# ---------------------------------------------------------------- loops
+
+def test_a_loop_compiles_its_ieee_safe_variant_only_when_math_raises():
+    from nestad.staging.control import WHILE
+
+    def f(x):          # log(0) = -inf on the way: math.log raises, nestad's gives -inf
+        s = nd.while_loop(lambda s: s[1] < 3.0,
+                          lambda s: (s[0] + nd.log(s[1] * x), s[1] + 1.0), (0.0, 0.0))
+        return s[0]
+    s = nd.stage(f)
+    assert s(2.0) == f(2.0) and s(2.0) == f(2.0)
+    (loop,) = [e for e in s.programs()[0].eqns if e.op is WHILE]
+    compiled = loop.params['body']._compiled
+    assert 'loop' in compiled and 'safe' in compiled      # the first iteration: log(0)
+    g = nd.stage(lambda x: nd.while_loop(lambda s: s < 10.0, lambda s: s * x, 1.0))
+    assert g(3.0) == 27.0 and g(3.0) == 27.0
+    (loop,) = [e for e in g.programs()[0].eqns if e.op is WHILE]
+    assert 'safe' not in loop.params['body']._compiled

@@ -279,14 +279,19 @@ class WhileLoop:
     name = 'while'
 
     def plain(self, *args, cond, body, n, nc):
-        loops = body._compiled.get('loop')
-        if loops is None:              # compiled once per loop, fast and IEEE-safe
-            loops = body._compiled['loop'] = [_compile_loop(cond, body, n, nc, len(args), safe)
-                                              for safe in (False, True)]
+        loops = body._compiled
+        fast = loops.get('loop')
+        if fast is None:               # compiled once per loop
+            fast = loops['loop'] = _compile_loop(cond, body, n, nc, len(args), False)
         try:
-            return list(loops[0](*args))
+            return list(fast(*args))
         except (ArithmeticError, ValueError):
-            return list(loops[1](*args))
+            # math raised where IEEE 754 answers: the IEEE-safe spelling, compiled the
+            # first time it is needed (most loops never need it)
+            safe = loops.get('safe')
+            if safe is None:
+                safe = loops['safe'] = _compile_loop(cond, body, n, nc, len(args), True)
+            return list(safe(*args))
 
     def lifted(self, *args, cond, body, n, nc):
         # Captured values become loop-invariant state, so that perturbations they carry
