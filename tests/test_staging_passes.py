@@ -154,3 +154,79 @@ def test_a_loop_compiles_its_ieee_safe_variant_only_when_math_raises():
     assert g(3.0) == 27.0 and g(3.0) == 27.0
     (loop,) = [e for e in g.programs()[0].eqns if e.op is WHILE]
     assert 'safe' not in loop.params['body']._compiled
+
+
+def loops(program):
+    from nestad.staging.control import WHILE
+    return [e for e in program.eqns if e.op is WHILE]
+
+
+def halving(p):
+    """The loop of a solver whose answer q does not depend on p, though its state
+    carries p and a value computed from it (as GradBench's inner argmax does)."""
+    def body(s):
+        q, fq, p = s
+        q = q * 0.5
+        return (q, q * p, p)
+    q, fq, _ = nd.while_loop(lambda s: s[0] > 1e-3, body, (1.0, p, p))
+    return q
+
+
+def objective(p):
+    return p * p + halving(p)
+
+
+@pytest.mark.parametrize("op", [nd.derivative, nd.gradient_r])
+def test_dead_loop_slots_are_dropped_and_equal_loops_shared(op):
+    def both(p):
+        return objective(p), op(objective)(p)
+    program = nd.trace(both, 0.7)
+    (loop,) = loops(program)               # the derivative's loop is the primal one
+    assert loop.params['n'] == 1 and len(loop.outs) == 1
+    staged = nd.stage(both)
+    for p in (0.7, -1.3):
+        staged(p)
+        assert staged(p) == both(p)        # bit for bit, as eager
+    assert program(0.7) == both(0.7)
+
+
+def test_pruning_keeps_what_the_condition_and_live_slots_read():
+    def f(x):
+        def body(s):
+            a, b, c, d, e, k = s
+            # a needs b, b needs c, the condition needs k; d and e are read by nothing live
+            return (a + b, b * c, c + 1.0, d + a, e * x, k + 1.0)
+        a, b, c, d, e, k = nd.while_loop(lambda s: s[5] < 4.0, body,
+                                         (x, 2.0 * x, 0.5, 0.0, 1.0, 0.0))
+        return a
+    program = nd.trace(f, 0.3)
+    (loop,) = loops(program)
+    assert loop.params['n'] == 4                    # a, b, c, k
+    assert len(loop.args) == 4                      # x, read only by e's update, is gone
+    body = loop.params['body']
+    assert len(body.inputs) == 4 and len(body.outputs) == 4
+    staged = nd.stage(f)
+    for x in (0.3, 2.5):
+        staged(x)
+        assert staged(x) == f(x)
+    for pairing in ('ff', 'fr', 'rf', 'rr'):
+        outer, inner = ({'f': nd.derivative, 'r': nd.gradient_r}[m] for m in pairing)
+        d2 = outer(inner(f))
+        s = nd.stage(d2)
+        s(0.3)
+        assert abs(s(0.3) - d2(0.3)) <= 1e-12 * abs(d2(0.3))
+
+
+def test_structurally_equal_loops_are_shared_and_what_reads_them_too():
+    def step(s):
+        return (s[0] * 0.5 + 1.0, s[1] + 1.0)
+
+    def f(x):
+        u = nd.while_loop(lambda s: s[1] < 5.0, step, (x, 0.0))[0]
+        v = nd.while_loop(lambda s: s[1] < 5.0, step, (x, 0.0))[0]   # traced anew
+        w = nd.while_loop(lambda s: s[1] < 6.0, step, (x, 0.0))[0]   # another condition
+        return nd.sin(u) + nd.sin(v) + w
+    program = nd.trace(f, 0.25)
+    assert len(loops(program)) == 2
+    assert [e.op.name for e in program.eqns].count('sin') == 1
+    assert program(0.25) == f(0.25) and program(-3.0) == f(-3.0)

@@ -10,7 +10,7 @@ transformation (``jvp``/``vjp``, in ``transform.py``) and compiled (``codegen.py
 import numpy as np
 
 from ..errors import NestadError
-from ..tracer import GUARD, Eqn, Var, active
+from ..tracer import GUARD, Eqn, Var, _const_key, _param_key, active
 from ..structures import flatten
 
 
@@ -253,17 +253,102 @@ def _dot_escape(s):
     return s.replace('"', '\\"')
 
 
+def simplify(eqns, outputs):
+    """(equations, outputs) of a finished trace: dead code removed (loops drop the state
+    that no live result needs), then equal computations shared (``share``)."""
+    return share(remove_dead(eqns, outputs), outputs)
+
+
 def remove_dead(eqns, outputs):
-    """The equations that outputs or guards depend on, in their order."""
+    """The equations that outputs or guards depend on, in their order.  An equation
+    whose op can drop the results nobody reads (``op.prune``: a loop's dead state
+    slots) is replaced by the smaller one."""
     live = {id(o) for o in outputs if isinstance(o, Var)}
     kept = []
     for eqn in reversed(eqns):
         if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
+            prune = getattr(eqn.op, 'prune', None)
+            if prune is not None:
+                eqn = prune(eqn, [id(v) in live for v in eqn.outs])
             kept.append(eqn)
             live.update(id(a) for a in eqn.args if isinstance(a, Var))
             live.update(_inner_free_vars(eqn))
     kept.reverse()
     return kept
+
+
+def depends(program, outputs):
+    """The positions of ``program.inputs`` that ``outputs`` (values of it) are computed
+    from."""
+    live = {id(o) for o in outputs if isinstance(o, Var)}
+    for eqn in reversed(program.eqns):
+        if any(id(v) in live for v in eqn.outs):
+            live.update(id(a) for a in eqn.args if isinstance(a, Var))
+            live.update(_inner_free_vars(eqn))
+    return {k for k, v in enumerate(program.inputs) if id(v) in live}
+
+
+def share(eqns, outputs):
+    """Common subexpressions that tracing cannot see: loops (recorded unshared, since
+    each has its own sub-programs) with the same arguments and sub-programs equal up to
+    renaming (``structure``), and then whatever reads their results the same way.  An
+    equation equal to an earlier one computes the same values: its outputs are the
+    earlier one's.  Returns (equations, outputs)."""
+    same = {}                     # id(Var) -> the earlier Var it equals
+    seen = {}
+    kept = []
+    for eqn in eqns:
+        if any(isinstance(a, Var) and id(a) in same for a in eqn.args):
+            args = tuple(same.get(id(a), a) if isinstance(a, Var) else a for a in eqn.args)
+            eqn = Eqn(eqn.op, args, eqn.params, eqn.outs, eqn.tree)
+        key = None if eqn.op is GUARD else _eqn_key(eqn)
+        if key is not None:
+            first = seen.get(key)
+            if first is not None:
+                for v, w in zip(eqn.outs, first.outs):
+                    same[id(v)] = w
+                continue
+            seen[key] = eqn
+        kept.append(eqn)
+    outputs = [same.get(id(o), o) if isinstance(o, Var) else o for o in outputs]
+    return kept, outputs
+
+
+def _eqn_key(eqn, pos=None):
+    """A hashable key of an equation: its op, its arguments (variables by identity, or
+    by ``pos``), its parameters (sub-programs by ``structure``); None if a parameter
+    is unhashable."""
+    try:
+        args = tuple((pos.get(id(a), ('free', id(a))) if pos is not None else ('v', id(a)))
+                     if isinstance(a, Var) else ('c',) + _const_key(a) for a in eqn.args)
+        params = tuple(sorted((k, structure(v) if isinstance(v, Program) else _param_key(v))
+                              for k, v in eqn.params.items()))
+        key = (id(eqn.op), args, params)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def structure(program):
+    """A hashable description of ``program`` up to the names of its variables: programs
+    with equal descriptions compute the same function (raises TypeError if some
+    parameter cannot be described)."""
+    key = program._compiled.get('structure')
+    if key is None:
+        pos = {id(v): ('in', k) for k, v in enumerate(program.inputs)}
+        eqns = []
+        for j, eqn in enumerate(program.eqns):
+            k = _eqn_key(eqn, pos)
+            if k is None:
+                raise TypeError("unhashable parameter")
+            eqns.append(k)
+            for m, v in enumerate(eqn.outs):
+                pos[id(v)] = ('eq', j, m)
+        outs = tuple(pos.get(id(o), ('free', id(o))) if isinstance(o, Var) else
+                     ('c',) + _const_key(o) for o in program.outputs)
+        key = program._compiled['structure'] = (len(program.inputs), tuple(eqns), outs)
+    return key
 
 
 def _inner_free_vars(eqn):
