@@ -255,8 +255,12 @@ def _dot_escape(s):
 
 def simplify(eqns, outputs):
     """(equations, outputs) of a finished trace: dead code removed (loops drop the state
-    that no live result needs), then equal computations shared (``share``)."""
-    return share(remove_dead(eqns, outputs), outputs)
+    that no live result needs), then equal computations shared (``share``: tracing
+    shares all but loops, so it has nothing to do without one)."""
+    eqns = remove_dead(eqns, outputs)
+    if not any(hasattr(e.op, 'prune') for e in eqns):
+        return eqns, outputs
+    return share(eqns, outputs)
 
 
 def remove_dead(eqns, outputs):
