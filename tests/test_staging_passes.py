@@ -161,6 +161,20 @@ def loops(program):
     return [e for e in program.eqns if e.op is WHILE]
 
 
+@pytest.fixture
+def unsimplified(monkeypatch):
+    """Trace with the loop passes off (no pruning, so no sharing either): the program
+    as recorded, to compare the simplified one with bit for bit."""
+    from nestad.staging.control import WhileLoop
+
+    def trace(fn, *args):
+        with monkeypatch.context() as m:
+            m.delattr(WhileLoop, 'prune')
+            m.delattr(WhileLoop, 'restrict')
+            return nd.trace(fn, *args)
+    return trace
+
+
 def halving(p):
     """The loop of a solver whose answer q does not depend on p, though its state
     carries p and a value computed from it (as GradBench's inner argmax does)."""
@@ -173,24 +187,31 @@ def halving(p):
 
 
 def objective(p):
-    return p * p + halving(p)
+    return p * p * halving(p)     # its derivative reads q (from the derivative's own loop)
+
+
+def check_staged(fn, reference, points):
+    """Staged ``fn`` gives the unsimplified program's bits, and eager's values."""
+    staged = nd.stage(fn)
+    for x in points:
+        staged(x)
+        got = np.array(staged(x), dtype=float)
+        assert same_bits(got, np.array(reference(x), dtype=float))
+        np.testing.assert_allclose(got, np.array(fn(x), dtype=float), rtol=1e-12)
 
 
 @pytest.mark.parametrize("op", [nd.derivative, nd.gradient_r])
-def test_dead_loop_slots_are_dropped_and_equal_loops_shared(op):
+def test_dead_loop_slots_are_dropped_and_equal_loops_shared(op, unsimplified):
     def both(p):
         return objective(p), op(objective)(p)
+    assert len(loops(unsimplified(both, 0.7))) == 2
     program = nd.trace(both, 0.7)
     (loop,) = loops(program)               # the derivative's loop is the primal one
     assert loop.params['n'] == 1 and len(loop.outs) == 1
-    staged = nd.stage(both)
-    for p in (0.7, -1.3):
-        staged(p)
-        assert staged(p) == both(p)        # bit for bit, as eager
-    assert program(0.7) == both(0.7)
+    check_staged(both, unsimplified(both, 0.7), (0.7, -1.3))
 
 
-def test_pruning_keeps_what_the_condition_and_live_slots_read():
+def test_pruning_keeps_what_the_condition_and_live_slots_read(unsimplified):
     def f(x):
         def body(s):
             a, b, c, d, e, k = s
@@ -205,19 +226,15 @@ def test_pruning_keeps_what_the_condition_and_live_slots_read():
     assert len(loop.args) == 4                      # x, read only by e's update, is gone
     body = loop.params['body']
     assert len(body.inputs) == 4 and len(body.outputs) == 4
-    staged = nd.stage(f)
-    for x in (0.3, 2.5):
-        staged(x)
-        assert staged(x) == f(x)
+    assert loops(unsimplified(f, 0.3))[0].params['n'] == 6
+    check_staged(f, unsimplified(f, 0.3), (0.3, 2.5))
     for pairing in ('ff', 'fr', 'rf', 'rr'):
         outer, inner = ({'f': nd.derivative, 'r': nd.gradient_r}[m] for m in pairing)
         d2 = outer(inner(f))
-        s = nd.stage(d2)
-        s(0.3)
-        assert abs(s(0.3) - d2(0.3)) <= 1e-12 * abs(d2(0.3))
+        check_staged(d2, unsimplified(d2, 0.3), (0.3, 2.5))
 
 
-def test_structurally_equal_loops_are_shared_and_what_reads_them_too():
+def test_structurally_equal_loops_are_shared_and_what_reads_them_too(unsimplified):
     def step(s):
         return (s[0] * 0.5 + 1.0, s[1] + 1.0)
 
@@ -229,4 +246,60 @@ def test_structurally_equal_loops_are_shared_and_what_reads_them_too():
     program = nd.trace(f, 0.25)
     assert len(loops(program)) == 2
     assert [e.op.name for e in program.eqns].count('sin') == 1
-    assert program(0.25) == f(0.25) and program(-3.0) == f(-3.0)
+    assert len(loops(unsimplified(f, 0.25))) == 3
+    check_staged(f, unsimplified(f, 0.25), (0.25, -3.0))
+
+
+def euler(x):
+    """A loop whose state all depends on x (its tangent is live, unlike halving's)."""
+    def body(s):
+        y, t = s
+        return (y + 0.1 * nd.sin(y), t + 1.0)
+    return nd.while_loop(lambda s: s[1] < 8.0, body, (x, 0.0))[0]
+
+
+@pytest.mark.parametrize("order", ["value first", "derivative first"])
+@pytest.mark.parametrize("op", [nd.derivative, nd.gradient_r])
+def test_a_tangent_loop_computes_the_primal_loop_too(op, order, unsimplified):
+    def both(x):
+        if order == "value first":
+            v = euler(x)
+            return v, op(euler)(x)
+        d = op(euler)(x)
+        return euler(x), d
+    assert len(loops(unsimplified(both, 0.4))) == 2
+    program = nd.trace(both, 0.4)
+    (loop,) = loops(program)                       # the primal loop is the tangent loop's part
+    assert loop.params['n'] > 2
+    check_staged(both, unsimplified(both, 0.4), (0.4, -2.0))
+
+
+def test_a_loop_is_not_moved_above_what_its_arguments_need_nor_above_a_guard(unsimplified):
+    def step(s):
+        return (s[0] * 0.5 + 1.0, s[1] + 1.0)
+
+    def wider(s):                                  # the same first slots, and one more
+        a, k = step(s[:2])
+        return (a, k, s[2] + s[0])
+
+    def f(x):
+        a = nd.while_loop(lambda s: s[1] < 5.0, step, (x, 0.0))[0]
+        b = nd.while_loop(lambda s: s[1] < 5.0, wider, (x, 0.0, a))  # needs a: stays after
+        return a + b[2]
+
+    def g(x):
+        a = nd.while_loop(lambda s: s[1] < 5.0, step, (x, 0.0))[0]
+        c = 1.0 if a > 0 else -1.0                                   # a guard
+        b = nd.while_loop(lambda s: s[1] < 5.0, wider, (x, 0.0, 3.0))
+        return a * c + b[2]
+
+    def h(x):                                      # no guard: the wider loop takes a's place
+        a = nd.while_loop(lambda s: s[1] < 5.0, step, (x, 0.0))[0]
+        b = nd.while_loop(lambda s: s[1] < 5.0, wider, (x, 0.0, 3.0))
+        return a + b[0] + b[2]
+    assert len(loops(nd.trace(f, 0.3))) == 2
+    assert len(loops(nd.trace(g, 0.3))) == 2
+    (loop,) = loops(nd.trace(h, 0.3))
+    assert loop.params['n'] == 3
+    for fn in (f, g, h):
+        check_staged(fn, unsimplified(fn, 0.3), (0.3, 7.0))

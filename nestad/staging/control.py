@@ -321,19 +321,20 @@ class WhileLoop:
             need |= more
         if len(need) == n:
             return eqn
-        keep = sorted(need)
-        eqns, outputs = simplify(body.eqns, [body.outputs[k] for k in keep])
-        read = depends(Program(body.inputs, eqns, outputs, None, None, None, None, None),
-                       outputs)
-        caps = [j for j in range(n, len(body.inputs)) if j in read]
-        body = Program([body.inputs[k] for k in keep] + [body.inputs[j] for j in caps], eqns,
-                       outputs, None, None, None, _names(len(keep), len(caps)), None)
-        cond = Program([cond.inputs[k] for k in keep] + cond.inputs[n:], cond.eqns,
-                       cond.outputs, None, None, None, _names(len(keep), nc), None)
-        args = [eqn.args[k] for k in keep] + list(eqn.args[n:n + nc]) + \
-            [eqn.args[nc + j] for j in caps]
-        return Eqn(WHILE, tuple(args), dict(cond=cond, body=body, n=len(keep), nc=nc),
-                   tuple(eqn.outs[k] for k in keep), flatten([0] * len(keep))[1])
+        return _keep_slots(eqn, sorted(need))
+
+    def restrict(self, eqn, m):
+        """The loop on its first ``m`` state slots alone, if they are closed (the
+        condition and their updates read no other slot), else None: a loop whose first
+        slots compute the same as a smaller loop subsumes it (``program.share``)."""
+        p = eqn.params
+        cond, body, n = p['cond'], p['body'], p['n']
+        if m >= n:
+            return None
+        reads = depends(cond, cond.outputs) | depends(body, body.outputs[:m])
+        if any(k < n and k >= m for k in reads):
+            return None
+        return _keep_slots(eqn, list(range(m)))
 
     def emit_lines(self, em, eqn, indent):
         from .codegen import emit_while
@@ -341,6 +342,25 @@ class WhileLoop:
 
     def __repr__(self):
         return '<while_loop>'
+
+
+def _keep_slots(eqn, keep):
+    """The loop equation on the state slots ``keep`` (closed: their updates and the
+    condition read no other slot), without the captured values it no longer reads."""
+    p = eqn.params
+    cond, body, n, nc = p['cond'], p['body'], p['n'], p['nc']
+    eqns, outputs = simplify(body.eqns, [body.outputs[k] for k in keep])
+    read = depends(Program(body.inputs, eqns, outputs, None, None, None, None, None),
+                   outputs)
+    caps = [j for j in range(n, len(body.inputs)) if j in read]
+    body = Program([body.inputs[k] for k in keep] + [body.inputs[j] for j in caps], eqns,
+                   outputs, None, None, None, _names(len(keep), len(caps)), None)
+    cond = Program([cond.inputs[k] for k in keep] + cond.inputs[n:], cond.eqns,
+                   cond.outputs, None, None, None, _names(len(keep), nc), None)
+    args = [eqn.args[k] for k in keep] + list(eqn.args[n:n + nc]) + \
+        [eqn.args[nc + j] for j in caps]
+    return Eqn(WHILE, tuple(args), dict(cond=cond, body=body, n=len(keep), nc=nc),
+               tuple(eqn.outs[k] for k in keep), flatten([0] * len(keep))[1])
 
 
 WHILE = WhileLoop()

@@ -297,10 +297,15 @@ def share(eqns, outputs):
     each has its own sub-programs) with the same arguments and sub-programs equal up to
     renaming (``structure``), and then whatever reads their results the same way.  An
     equation equal to an earlier one computes the same values: its outputs are the
-    earlier one's.  Returns (equations, outputs)."""
+    earlier one's.  A loop whose first state slots, alone, are another loop
+    (``op.restrict``) computes that loop's results too: one of the two goes (``_subsume``).
+    Returns (equations, outputs)."""
     same = {}                     # id(Var) -> the earlier Var it equals
     seen = {}
     kept = []
+    loops = []                    # positions in kept of the loops kept
+    where = {}                    # id(Var) -> position in kept of the equation computing it
+    last_guard = -1
     for eqn in eqns:
         if any(isinstance(a, Var) and id(a) in same for a in eqn.args):
             args = tuple(same.get(id(a), a) if isinstance(a, Var) else a for a in eqn.args)
@@ -313,9 +318,52 @@ def share(eqns, outputs):
                     same[id(v)] = w
                 continue
             seen[key] = eqn
+        if hasattr(eqn.op, 'restrict') and _subsume(eqn, kept, loops, where, same, last_guard):
+            continue
+        if eqn.op is GUARD:
+            last_guard = len(kept)
+        if hasattr(eqn.op, 'restrict'):
+            loops.append(len(kept))
+        for v in eqn.outs:
+            where[id(v)] = len(kept)
         kept.append(eqn)
     outputs = [same.get(id(o), o) if isinstance(o, Var) else o for o in outputs]
     return kept, outputs
+
+
+def _subsume(eqn, kept, loops, where, same, last_guard):
+    """Share ``eqn`` with a kept loop one of which, restricted to its first slots, is the
+    other: the larger one computes both.  If ``eqn`` is the smaller, its results are
+    the kept loop's first ones; if it is the larger, it takes the kept loop's place
+    (when its arguments are all computed before that place and no guard lies between),
+    its first results being the kept loop's variables.  True if ``eqn`` is shared."""
+    for pos in loops:
+        other = kept[pos]
+        if other.op is not eqn.op:
+            continue
+        small, big = (eqn, other) if eqn.params['n'] < other.params['n'] else (other, eqn)
+        m = small.params['n']
+        if m == big.params['n'] or not all(
+                a is b or not isinstance(a, Var) and not isinstance(b, Var) and
+                _const_key(a) == _const_key(b) for a, b in zip(small.args[:m], big.args[:m])):
+            continue
+        part = big.op.restrict(big, m)
+        if part is None or _eqn_key(part) != _eqn_key(small):
+            continue
+        if big is other:
+            for v, w in zip(eqn.outs, other.outs):
+                same[id(v)] = w
+            return True
+        if pos < last_guard or any(where.get(id(a), -1) >= pos for a in eqn.args
+                                   if isinstance(a, Var)):
+            continue
+        kept[pos] = Eqn(eqn.op, eqn.args, eqn.params, other.outs + eqn.outs[m:], eqn.tree)
+        for v, w in zip(eqn.outs, other.outs):
+            same[id(v)] = w
+        for v in eqn.outs[m:]:
+            where[id(v)] = pos
+        return True
+    return False
 
 
 def _eqn_key(eqn, pos=None):
