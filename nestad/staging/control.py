@@ -310,8 +310,7 @@ class WhileLoop:
         if its final value is live, the condition reads it, or the body computes a kept
         slot from it (a fixed point); the others cannot change a kept slot, so the kept
         results are the same, bit for bit.  ``live``: per output, is it read?"""
-        p = eqn.params
-        cond, body, n, nc = p['cond'], p['body'], p['n'], p['nc']
+        cond, body, n = eqn.params['cond'], eqn.params['body'], eqn.params['n']
         need = {k for k in range(n) if live[k]} | {k for k in depends(cond, cond.outputs)
                                                     if k < n}
         while True:
