@@ -17,6 +17,7 @@ import numpy as np
 
 from ..structures import _LEAF, flatten
 from ..tracer import GUARD, Var
+from .accumulate import is_basic, rewrite as accumulate, subscript
 from .program import GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
@@ -74,6 +75,8 @@ class _Emitter:
             return f"{fn}({', '.join(parts)})"
         params = {k: self.const(v) for k, v in eqn.params.items()}
         if op.emit is not None and not (self.safe and _may_raise(op.emit)):
+            if '[{index}]' in op.emit and is_basic(eqn.params['index']):
+                params['index'] = subscript(eqn.params['index'], self)     # x[1:]
             return op.emit.format(*args, **params)
         fn = self.bind(op.plain, "p_" + op.name.replace('.', '_') + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
@@ -90,6 +93,7 @@ class _Emitter:
         run (the float it held is freed at once, which makes long straight-line code
         about twice as fast); variables in ``keep`` live to the end."""
         pad = " " * indent
+        eqns = accumulate(eqns, keep)
         last = _last_uses(eqns, keep)
         for k, eqn in enumerate(eqns):
             if eqn.op is GUARD:

@@ -31,9 +31,9 @@ from ..arrays import VJP, make_bundle, make_cell
 from ..errors import InvalidInputError
 from ..extraction import primal_of, tangent_of
 from ..structures import flatten
-from ..tracer import StagingError, Trace, active, is_tracer, recording, resolve
+from ..tracer import Eqn, StagingError, Trace, active, is_tracer, recording, resolve
 from ..values import Bundle, Perturbed, primal_value
-from .program import Program, remove_dead
+from .program import Program, depends, simplify
 
 
 def while_loop(cond, body, state):
@@ -279,14 +279,19 @@ class WhileLoop:
     name = 'while'
 
     def plain(self, *args, cond, body, n, nc):
-        loops = body._compiled.get('loop')
-        if loops is None:              # compiled once per loop, fast and IEEE-safe
-            loops = body._compiled['loop'] = [_compile_loop(cond, body, n, nc, len(args), safe)
-                                              for safe in (False, True)]
+        loops = body._compiled
+        fast = loops.get('loop')
+        if fast is None:               # compiled once per loop
+            fast = loops['loop'] = _compile_loop(cond, body, n, nc, len(args), False)
         try:
-            return list(loops[0](*args))
+            return list(fast(*args))
         except (ArithmeticError, ValueError):
-            return list(loops[1](*args))
+            # math raised where IEEE 754 answers: the IEEE-safe spelling, compiled the
+            # first time it is needed (most loops never need it)
+            safe = loops.get('safe')
+            if safe is None:
+                safe = loops['safe'] = _compile_loop(cond, body, n, nc, len(args), True)
+            return list(safe(*args))
 
     def lifted(self, *args, cond, body, n, nc):
         # Captured values become loop-invariant state, so that perturbations they carry
@@ -300,6 +305,36 @@ class WhileLoop:
             return list(body.run_flat(list(ls[:n]) + list(ls[n + nc:]), lifted=True)) + list(ls[n:])
         return _loop(cond_f, body_f, list(args[:n]) + invariants)[:n]
 
+    def prune(self, eqn, live):
+        """The loop without the state slots that no live result needs.  A slot is kept
+        if its final value is live, the condition reads it, or the body computes a kept
+        slot from it (a fixed point); the others cannot change a kept slot, so the kept
+        results are the same, bit for bit.  ``live``: per output, is it read?"""
+        cond, body, n = eqn.params['cond'], eqn.params['body'], eqn.params['n']
+        need = {k for k in range(n) if live[k]} | {k for k in depends(cond, cond.outputs)
+                                                    if k < n}
+        while True:
+            more = {k for k in depends(body, [body.outputs[k] for k in need]) if k < n}
+            if more <= need:
+                break
+            need |= more
+        if len(need) == n:
+            return eqn
+        return _keep_slots(eqn, sorted(need))
+
+    def restrict(self, eqn, m):
+        """The loop on its first ``m`` state slots alone, if they are closed (the
+        condition and their updates read no other slot), else None: a loop whose first
+        slots compute the same as a smaller loop subsumes it (``program.share``)."""
+        p = eqn.params
+        cond, body, n = p['cond'], p['body'], p['n']
+        if m >= n:
+            return None
+        reads = depends(cond, cond.outputs) | depends(body, body.outputs[:m])
+        if any(k < n and k >= m for k in reads):
+            return None
+        return _keep_slots(eqn, list(range(m)))
+
     def emit_lines(self, em, eqn, indent):
         from .codegen import emit_while
         emit_while(em, eqn, indent)
@@ -308,12 +343,31 @@ class WhileLoop:
         return '<while_loop>'
 
 
+def _keep_slots(eqn, keep):
+    """The loop equation on the state slots ``keep`` (closed: their updates and the
+    condition read no other slot), without the captured values it no longer reads."""
+    p = eqn.params
+    cond, body, n, nc = p['cond'], p['body'], p['n'], p['nc']
+    eqns, outputs = simplify(body.eqns, [body.outputs[k] for k in keep])
+    read = depends(Program(body.inputs, eqns, outputs, None, None, None, None, None),
+                   outputs)
+    caps = [j for j in range(n, len(body.inputs)) if j in read]
+    body = Program([body.inputs[k] for k in keep] + [body.inputs[j] for j in caps], eqns,
+                   outputs, None, None, None, _names(len(keep), len(caps)), None)
+    cond = Program([cond.inputs[k] for k in keep] + cond.inputs[n:], cond.eqns,
+                   cond.outputs, None, None, None, _names(len(keep), nc), None)
+    args = [eqn.args[k] for k in keep] + list(eqn.args[n:n + nc]) + \
+        [eqn.args[nc + j] for j in caps]
+    return Eqn(WHILE, tuple(args), dict(cond=cond, body=body, n=len(keep), nc=nc),
+               tuple(eqn.outs[k] for k in keep), flatten([0] * len(keep))[1])
+
+
 WHILE = WhileLoop()
 
 
 def _compile_loop(cond, body, n, nc, nargs, safe):
     """A Python function running the loop on plain values."""
-    from ..tracer import Eqn, Var
+    from ..tracer import Var
     from .codegen import compile_python
     ins = [Var((), None, True) for _ in range(nargs)]
     outs = tuple(Var((), None, True) for _ in range(n))
@@ -322,6 +376,10 @@ def _compile_loop(cond, body, n, nc, nargs, safe):
     prog = Program(ins, [eqn], list(outs), None, flatten([0] * n)[1], None,
                    [f"a{k}" for k in range(nargs)], None)
     return compile_python(prog, "loop", safe=safe)[0]
+
+
+def _names(n, ncaps):
+    return [f"s{k}" for k in range(n)] + [f"c{k}" for k in range(ncaps)]
 
 
 def _record(cond_f, body_f, leaves):
@@ -368,8 +426,8 @@ def _sub_program(outer, fn, vals, purpose, single=False):
         raise StagingError(f"internal error: {purpose} returned a perturbed value")
     outputs = [o.var if is_tracer(o) else o for o in outs]
     inputs = [x.var for x in ins] + [v for _, v in t.captures]
-    prog = Program(inputs, remove_dead(t.eqns, outputs), outputs, None, None, None,
-                   [f"s{k}" for k in range(len(ins))] + [f"c{k}" for k in range(len(t.captures))],
+    eqns, outputs = simplify(t.eqns, outputs)
+    prog = Program(inputs, eqns, outputs, None, None, None, _names(len(ins), len(t.captures)),
                    None)
     return prog, [p for p, _ in t.captures]
 

@@ -10,7 +10,7 @@ transformation (``jvp``/``vjp``, in ``transform.py``) and compiled (``codegen.py
 import numpy as np
 
 from ..errors import NestadError
-from ..tracer import GUARD, Eqn, Var, active
+from ..tracer import GUARD, Eqn, Var, _const_key, _param_key, active
 from ..structures import flatten
 
 
@@ -253,17 +253,154 @@ def _dot_escape(s):
     return s.replace('"', '\\"')
 
 
+def simplify(eqns, outputs):
+    """(equations, outputs) of a finished trace: dead code removed (loops drop the state
+    that no live result needs), then equal computations shared (``share``: tracing
+    shares all but loops, so it has nothing to do without one)."""
+    eqns = remove_dead(eqns, outputs)
+    if not any(hasattr(e.op, 'prune') for e in eqns):
+        return eqns, outputs
+    return share(eqns, outputs)
+
+
 def remove_dead(eqns, outputs):
-    """The equations that outputs or guards depend on, in their order."""
+    """The equations that outputs or guards depend on, in their order.  An equation
+    whose op can drop the results nobody reads (``op.prune``: a loop's dead state
+    slots) is replaced by the smaller one."""
     live = {id(o) for o in outputs if isinstance(o, Var)}
     kept = []
     for eqn in reversed(eqns):
         if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
+            prune = getattr(eqn.op, 'prune', None)
+            if prune is not None:
+                eqn = prune(eqn, [id(v) in live for v in eqn.outs])
             kept.append(eqn)
             live.update(id(a) for a in eqn.args if isinstance(a, Var))
             live.update(_inner_free_vars(eqn))
     kept.reverse()
     return kept
+
+
+def depends(program, outputs):
+    """The positions of ``program.inputs`` that ``outputs`` (values of it) are computed
+    from."""
+    live = {id(o) for o in outputs if isinstance(o, Var)}
+    for eqn in reversed(program.eqns):
+        if any(id(v) in live for v in eqn.outs):
+            live.update(id(a) for a in eqn.args if isinstance(a, Var))
+            live.update(_inner_free_vars(eqn))
+    return {k for k, v in enumerate(program.inputs) if id(v) in live}
+
+
+def share(eqns, outputs):
+    """Common subexpressions that tracing cannot see: loops (recorded unshared, since
+    each has its own sub-programs) with the same arguments and sub-programs equal up to
+    renaming (``structure``), and then whatever reads their results the same way.  An
+    equation equal to an earlier one computes the same values: its outputs are the
+    earlier one's.  A loop whose first state slots, alone, are another loop
+    (``op.restrict``) computes that loop's results too: one of the two goes (``_subsume``).
+    Returns (equations, outputs)."""
+    same = {}                     # id(Var) -> the earlier Var it equals
+    seen = {}
+    kept = []
+    loops = []                    # positions in kept of the loops kept
+    where = {}                    # id(Var) -> position in kept of the equation computing it
+    last_guard = -1
+    for eqn in eqns:
+        if any(isinstance(a, Var) and id(a) in same for a in eqn.args):
+            args = tuple(same.get(id(a), a) if isinstance(a, Var) else a for a in eqn.args)
+            eqn = Eqn(eqn.op, args, eqn.params, eqn.outs, eqn.tree)
+        key = None if eqn.op is GUARD else _eqn_key(eqn)
+        if key is not None:
+            first = seen.get(key)
+            if first is not None:
+                for v, w in zip(eqn.outs, first.outs):
+                    same[id(v)] = w
+                continue
+            seen[key] = eqn
+        if hasattr(eqn.op, 'restrict') and _subsume(eqn, kept, loops, where, same, last_guard):
+            continue
+        if eqn.op is GUARD:
+            last_guard = len(kept)
+        if hasattr(eqn.op, 'restrict'):
+            loops.append(len(kept))
+        for v in eqn.outs:
+            where[id(v)] = len(kept)
+        kept.append(eqn)
+    outputs = [same.get(id(o), o) if isinstance(o, Var) else o for o in outputs]
+    return kept, outputs
+
+
+def _subsume(eqn, kept, loops, where, same, last_guard):
+    """Share ``eqn`` with a kept loop one of which, restricted to its first slots, is the
+    other: the larger one computes both.  If ``eqn`` is the smaller, its results are
+    the kept loop's first ones; if it is the larger, it takes the kept loop's place
+    (when its arguments are all computed before that place and no guard lies between),
+    its first results being the kept loop's variables.  True if ``eqn`` is shared."""
+    for pos in loops:
+        other = kept[pos]
+        if other.op is not eqn.op:
+            continue
+        small, big = (eqn, other) if eqn.params['n'] < other.params['n'] else (other, eqn)
+        m = small.params['n']
+        if m == big.params['n'] or not all(
+                a is b or not isinstance(a, Var) and not isinstance(b, Var) and
+                _const_key(a) == _const_key(b) for a, b in zip(small.args[:m], big.args[:m])):
+            continue
+        part = big.op.restrict(big, m)
+        if part is None or _eqn_key(part) != _eqn_key(small):
+            continue
+        if big is other:
+            for v, w in zip(eqn.outs, other.outs):
+                same[id(v)] = w
+            return True
+        if pos < last_guard or any(where.get(id(a), -1) >= pos for a in eqn.args
+                                   if isinstance(a, Var)):
+            continue
+        kept[pos] = Eqn(eqn.op, eqn.args, eqn.params, other.outs + eqn.outs[m:], eqn.tree)
+        for v, w in zip(eqn.outs, other.outs):
+            same[id(v)] = w
+        for v in eqn.outs[m:]:
+            where[id(v)] = pos
+        return True
+    return False
+
+
+def _eqn_key(eqn, pos=None):
+    """A hashable key of an equation: its op, its arguments (variables by identity, or
+    by ``pos``), its parameters (sub-programs by ``structure``); None if a parameter
+    is unhashable."""
+    try:
+        args = tuple((pos.get(id(a), ('free', id(a))) if pos is not None else ('v', id(a)))
+                     if isinstance(a, Var) else ('c',) + _const_key(a) for a in eqn.args)
+        params = tuple(sorted((k, structure(v) if isinstance(v, Program) else _param_key(v))
+                              for k, v in eqn.params.items()))
+        key = (id(eqn.op), args, params)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def structure(program):
+    """A hashable description of ``program`` up to the names of its variables: programs
+    with equal descriptions compute the same function (raises TypeError if some
+    parameter cannot be described)."""
+    key = program._compiled.get('structure')
+    if key is None:
+        pos = {id(v): ('in', k) for k, v in enumerate(program.inputs)}
+        eqns = []
+        for j, eqn in enumerate(program.eqns):
+            k = _eqn_key(eqn, pos)
+            if k is None:
+                raise TypeError("unhashable parameter")
+            eqns.append(k)
+            for m, v in enumerate(eqn.outs):
+                pos[id(v)] = ('eq', j, m)
+        outs = tuple(pos.get(id(o), ('free', id(o))) if isinstance(o, Var) else
+                     ('c',) + _const_key(o) for o in program.outputs)
+        key = program._compiled['structure'] = (len(program.inputs), tuple(eqns), outs)
+    return key
 
 
 def _inner_free_vars(eqn):

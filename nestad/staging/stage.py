@@ -108,6 +108,9 @@ class Staged:
                     break
             else:                             # all plain floats: the key is their number
                 return self._run(len(args), args, args, kwargs, None)
+            key = _plain_key(args)
+            if key is not None:               # plain floats and float arrays, no flattening
+                return self._run(key, args, args, kwargs, None)
         leaves, tree = flatten((args, kwargs))
         mask = static_mask(args, self.static_argnums)
         for k, x in enumerate(leaves):
@@ -154,6 +157,26 @@ class Staged:
 
     def __repr__(self):
         return f"<staged {getattr(self.f, '__name__', self.f)!r} ({self.backend})>"
+
+
+_PLAIN = object()       # marks the keys of _plain_key apart from flattened ones
+
+
+def _plain_key(args):
+    """The cache key of positional arguments that are all plain floats or float ndarrays
+    (each a traced leaf of its own), from their shapes and dtypes alone; None for any
+    other argument.  Such calls skip flattening: measured, that is most of the cost of a
+    call of a small staged array function."""
+    key = [_PLAIN]
+    for a in args:
+        c = a.__class__
+        if c is float:
+            key.append(float)
+        elif c is np.ndarray and a.dtype.kind == 'f':
+            key.append((a.shape, a.dtype))
+        else:
+            return None
+    return tuple(key)
 
 
 def _leaf_key(x, static=False):

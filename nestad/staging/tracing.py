@@ -13,7 +13,7 @@ import numpy as np
 from ..structures import flatten
 from ..tracer import StagingError, Trace, is_tracer, recording
 from ..values import Perturbed
-from .program import Program, _TRACED, remove_dead
+from .program import Program, _TRACED, simplify
 
 
 def is_traced_leaf(x):
@@ -68,8 +68,8 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
     out_leaves, out_tree = flatten(out)
     outputs = [_output(x, t, k, out) for k, x in enumerate(out_leaves)]
     names = _input_names(f, in_tree.build(leaves), static)
-    program = Program(inputs, remove_dead(t.eqns, outputs), outputs, in_tree, out_tree,
-                      static, names, example)
+    eqns, outputs = simplify(t.eqns, outputs)
+    program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     # What the program computes at the example: tracing computed it on the way.
     program.example_out = [x.val if is_tracer(x) else x for x in out_leaves]
     return program
