@@ -33,7 +33,8 @@ def compile_numba(fn, source, program):
         from .program import GuardFailure
         if isinstance(e, GuardFailure):
             raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        lines = str(e).strip().splitlines()
+        first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
         warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
                       "Python code instead", NumbaFallbackWarning, stacklevel=4)
         for name, value in list(glb.items()):
