@@ -145,3 +145,25 @@ def test_a_missing_rule_is_a_missing_rule_error_in_every_mode():
         nd.derivative(lambda y: half_defined(2.0, y))(1.0)
     with pytest.raises(nd.MissingRuleError, match="no reverse .*argument 0"):
         nd.gradient_r(lambda x: half_defined(x, 3.0))(1.0)
+
+
+def test_a_primitive_defined_inside_a_function_stages():
+    # Its name ('...<locals>.process') was pasted into the generated code as is, which
+    # did not compile. Staged, the primitive is called on each replay (where it reads a
+    # traced value), and recorded at trace time only where its arguments are constants.
+    calls = []
+
+    def make():
+        @nd.primitive
+        def process(x, label):
+            calls.append(label)
+            return 3.0 * x
+        return process.defpartials(lambda x, label, out: 3.0, None)
+
+    process = make()
+    assert '<locals>' in process.primitive.name
+    staged = nd.stage(lambda y: process(1.0, "const") + process(y, "y") ** 2)
+    assert staged(2.0) == 3.0 + 36.0 and calls == ["const", "y"]
+    assert staged(1.0) == 3.0 + 9.0 and calls == ["const", "y", "y"]
+    assert nd.stage(nd.gradient_r(lambda y: process(y, "g") ** 2))(2.0) == 36.0
+    assert nd.stage(nd.derivative(lambda y: process(y, "g") ** 2))(2.0) == 36.0

@@ -12,6 +12,7 @@ implementations instead (``Compiled.__call__``), so staged code gives the number
 eager code gives, at the speed of ``math`` where nothing is exceptional.
 """
 import math
+import re
 
 import numpy as np
 
@@ -75,7 +76,8 @@ class _Emitter:
         params = {k: self.const(v) for k, v in eqn.params.items()}
         if op.emit is not None and not (self.safe and _may_raise(op.emit)):
             return op.emit.format(*args, **params)
-        fn = self.bind(op.plain, "p_" + op.name.replace('.', '_') + "_")
+        # (a user primitive's name may hold any characters: 'f.<locals>.g')
+        fn = self.bind(op.plain, "p_" + re.sub(r'\W', '_', op.name) + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
         return f"{fn}({', '.join(parts)})"
 
