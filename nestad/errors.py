@@ -13,6 +13,11 @@ class NonScalarOutputError(NestadError, TypeError):
     """A reverse-mode gradient was asked of a function whose output is not a real scalar."""
 
 
+class MissingRuleError(NestadError, NotImplementedError):
+    """A primitive met a mode it has no rule for: a forward (JVP) or reverse (VJP) rule
+    for one of its arguments was never given (``defjvp``, ``defvjp`` or ``defpartials``)."""
+
+
 class PerturbedConversionError(NestadError, TypeError):
     """``float()``, ``int()``, ``math.*`` or ``round()`` on a value that carries a perturbation.
 

@@ -35,7 +35,7 @@ import inspect
 import numpy as np
 
 from .arrays import ArrayPrimitive, apply
-from .errors import InvalidInputError
+from .errors import InvalidInputError, MissingRuleError
 
 
 def primitive(fn=None, *, name=None):
@@ -92,10 +92,12 @@ class _Rules:
             return given[i]
         if self.partials is not None and i < len(self.partials) and self.partials[i] is not None:
             return None                      # derive from the partial
-        raise InvalidInputError(
-            f"{self.prim.name} has no {'forward (JVP)' if kind == 'jvps' else 'reverse (VJP)'} "
-            f"rule for argument {i}: give it with "
-            f"{'defjvp' if kind == 'jvps' else 'defvjp'} or defpartials")
+        mode, define = ("forward", "defjvp") if kind == 'jvps' else ("reverse", "defvjp")
+        short = self.prim.name.rsplit('.', 1)[-1]
+        raise MissingRuleError(
+            f"primitive {self.prim.name} has no {mode} ({define[3:].upper()}) rule for "
+            f"argument {i}, so it cannot be differentiated in {mode} mode: give one with "
+            f"{short}.{define}(...) or {short}.defpartials(...)")
 
     def _jvp(self, i):
         rule = self._pick(i, 'jvps')

@@ -145,8 +145,12 @@ def _zero_like(x):
 
 def _unit(out):
     """The seed of a reverse pass from a scalar output: 1 in the output's narrow float
-    dtype (a Python 1.0 would make every sensitivity float64)."""
+    dtype (a Python 1.0 would make every sensitivity float64), of the output's shape
+    (a one-element array's is (1,), (1, 1)...)."""
     dt = _narrow_float(out)
+    shape = _shape_of(out)
+    if shape:
+        return np.ones(shape, dt or np.float64)
     return 1.0 if dt is None else dt.type(1)
 
 
@@ -271,7 +275,7 @@ def gradient_f(f, argnums=0):
     def checked(*args, **kwargs):
         out = f(*args, **kwargs)
         _check_scalar(out, op)
-        return out
+        return _as_scalar(out)          # blocks of the inputs' shapes
     return functools.wraps(f)(_jacobian_f(checked, argnums, op, gradient=True))
 
 
@@ -291,10 +295,23 @@ def _reshape(x, shape):
 # ---------------------------------------------------------------- reverse mode
 
 def _check_scalar(out, op):
-    """A real scalar: a number (numpy scalars too), or a 0-d array, perturbed or not."""
-    if isinstance(out, (Perturbed, Real)) and _shape_of(out) == ():
+    """A real scalar: a number (numpy scalars too) or a real array with exactly one
+    element (0-d, or shape (1,), (1, 1)...), perturbed or not.  A one-element array is
+    taken for its element, as autograd and PyTorch's backward() take it; a bool is refused."""
+    v = primal_value(out)
+    if v.__class__ is float:
         return
-    if isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in 'biuf':
+    dtype = getattr(v, 'dtype', None)
+    if isinstance(v, (bool, np.bool_)) or (dtype is not None and dtype.kind == 'b'):
+        what = f"{_a(type(v).__name__)} of bools" if getattr(v, 'shape', ()) else "a bool"
+        raise NonScalarOutputError(
+            f"{op} needs a function that returns a real scalar, but it returned {what} "
+            f"({v!r:.60}). A comparison (==, <, numpy.allclose...) is "
+            "piecewise constant and has no derivative to give: return the real number the "
+            "comparison is made from, or make the comparison outside the function.")
+    if ((isinstance(out, (Perturbed, Real, ArrayTracer))
+         or (isinstance(out, np.ndarray) and out.dtype.kind in 'iuf'))
+            and _size_one(_shape_of(out))):
         return
     if callable(out):
         raise NonScalarOutputError(
@@ -302,17 +319,25 @@ def _check_scalar(out, op):
             "Reverse mode and gradients cannot differentiate function-valued outputs; use "
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
-    shape = getattr(primal_value(out), 'shape', None)
+    shape = getattr(v, 'shape', None)
     described = _a(type(out).__name__) + (f" of shape {shape}" if shape is not None else "")
-    if shape and np.prod(shape) == 1:
-        # JAX's choice: a one-element array is not taken for a scalar.
-        hint = ("A one-element array is not taken for a scalar: index it (y[0]) or sum it "
-                "(y.sum()) to return the scalar you mean.")
-    else:
-        hint = ("Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
-                "vector-valued functions.")
     raise NonScalarOutputError(
-        f"{op} needs a function that returns a real scalar, but it returned {described}. {hint}")
+        f"{op} needs a function that returns a real scalar, but it returned {described}. "
+        "Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
+        "vector-valued functions.")
+
+
+def _size_one(shape):
+    return all(n == 1 for n in shape)
+
+
+def _as_scalar(out):
+    """A one-element output as a 0-d value (a scalar stays as it is)."""
+    if _shape_of(out) == ():
+        return out
+    if out.__class__ is np.ndarray:
+        return out.reshape(())[()]
+    return anp.reshape(out, ())
 
 
 def _value_and_gradient(f, spec, args, kwargs, op):

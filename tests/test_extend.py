@@ -104,7 +104,69 @@ def test_missing_rules_and_bad_definitions_are_clear_errors():
         return 2 * x
     only_forward.defjvp(lambda t, x, out: 2 * t)
     assert nd.derivative(only_forward)(1.0) == 2.0
-    with pytest.raises(nd.InvalidInputError, match="no reverse .*defvjp"):
+    with pytest.raises(nd.MissingRuleError, match="no reverse .*defvjp"):
         nd.gradient_r(only_forward)(1.0)
     with pytest.raises(nd.InvalidInputError, match="2 rules given for 1 arguments"):
         only_forward.defpartials(lambda x, out: 2.0, lambda x, out: 1.0)
+
+
+def test_a_missing_rule_is_a_missing_rule_error_in_every_mode():
+    # A NestadError that is also a NotImplementedError (what autograd raises), naming the
+    # primitive and what defines the missing rule.
+    @nd.primitive
+    def twice(x):
+        return 2.0 * x
+
+    @nd.primitive
+    def half_defined(x, y):
+        return x * y
+    half_defined.defjvp(lambda t, x, y, out: t * y, None)
+    half_defined.defvjp(None, lambda g, x, y, out: g * x)
+    forward = (r"primitive \S*twice has no forward \(JVP\) rule for argument 0.*"
+               r"twice\.defjvp\(\.\.\.\) or twice\.defpartials")
+    reverse = (r"primitive \S*twice has no reverse \(VJP\) rule for argument 0.*"
+               r"twice\.defvjp\(\.\.\.\) or twice\.defpartials")
+    for op, message in [(nd.derivative, forward), (nd.gradient_f, forward),
+                        (nd.gradient_r, reverse), (nd.jacobian_r, reverse),
+                        (nd.hessian, forward), (lambda f: nd.stage(nd.gradient_r(f)), reverse),
+                        (lambda f: nd.stage(nd.derivative(f)), forward)]:
+        with pytest.raises(nd.MissingRuleError, match=message) as info:
+            op(twice)(1.0)
+        assert isinstance(info.value, NotImplementedError)
+        assert isinstance(info.value, nd.NestadError)
+    x = np.array([1.0, 2.0])
+    with pytest.raises(nd.MissingRuleError, match="forward"):
+        nd.jacobian_f(twice)(x)                               # batched tangents
+    with pytest.raises(nd.MissingRuleError, match="reverse"):
+        nd.trace(twice, 1.0).vjp()                            # program transforms
+    with pytest.raises(nd.MissingRuleError, match="forward"):
+        nd.trace(twice, 1.0).jvp()
+    # The argument given a rule differentiates; the other one is named.
+    assert nd.derivative(lambda x: half_defined(x, 3.0))(1.0) == 3.0
+    assert nd.gradient_r(lambda y: half_defined(2.0, y))(1.0) == 2.0
+    with pytest.raises(nd.MissingRuleError, match="no forward .*argument 1"):
+        nd.derivative(lambda y: half_defined(2.0, y))(1.0)
+    with pytest.raises(nd.MissingRuleError, match="no reverse .*argument 0"):
+        nd.gradient_r(lambda x: half_defined(x, 3.0))(1.0)
+
+
+def test_a_primitive_defined_inside_a_function_stages():
+    # Its name ('...<locals>.process') was pasted into the generated code as is, which
+    # did not compile. Staged, the primitive is called on each replay (where it reads a
+    # traced value), and recorded at trace time only where its arguments are constants.
+    calls = []
+
+    def make():
+        @nd.primitive
+        def process(x, label):
+            calls.append(label)
+            return 3.0 * x
+        return process.defpartials(lambda x, label, out: 3.0, None)
+
+    process = make()
+    assert '<locals>' in process.primitive.name
+    staged = nd.stage(lambda y: process(1.0, "const") + process(y, "y") ** 2)
+    assert staged(2.0) == 3.0 + 36.0 and calls == ["const", "y"]
+    assert staged(1.0) == 3.0 + 9.0 and calls == ["const", "y", "y"]
+    assert nd.stage(nd.gradient_r(lambda y: process(y, "g") ** 2))(2.0) == 36.0
+    assert nd.stage(nd.derivative(lambda y: process(y, "g") ** 2))(2.0) == 36.0

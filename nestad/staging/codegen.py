@@ -12,6 +12,7 @@ implementations instead (``Compiled.__call__``), so staged code gives the number
 eager code gives, at the speed of ``math`` where nothing is exceptional.
 """
 import math
+import re
 
 import numpy as np
 
@@ -78,7 +79,8 @@ class _Emitter:
             if '[{index}]' in op.emit and is_basic(eqn.params['index']):
                 params['index'] = subscript(eqn.params['index'], self)     # x[1:]
             return op.emit.format(*args, **params)
-        fn = self.bind(op.plain, "p_" + op.name.replace('.', '_') + "_")
+        # (a user primitive's name may hold any characters: 'f.<locals>.g')
+        fn = self.bind(op.plain, "p_" + re.sub(r'\W', '_', op.name) + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
         return f"{fn}({', '.join(parts)})"
 
