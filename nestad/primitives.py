@@ -19,6 +19,7 @@ import numpy as np
 
 from . import registry
 from .arrays import is_array
+from .errors import InvalidInputError
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
@@ -167,6 +168,21 @@ atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip(1.0 -
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-(x * x)))
 erfc, ERFC = unary('erfc', math.erfc, None, lambda x, out: -_TWO_OVER_SQRT_PI * exp(-(x * x)))
+
+
+def _scipy_route(name):
+    """numpy has no erf: on arrays nestad.erf is nestad.scipy.special.erf (scipy's values)."""
+    def route(x):
+        try:
+            from .scipy import special
+        except ImportError:
+            raise InvalidInputError(f"nestad.{name} of an array is nestad.scipy.special.{name}, "
+                                    "which needs scipy: pip install \"nestad[scipy]\"") from None
+        return getattr(special, name)(x)
+    return route
+
+
+ARRAY_ROUTES['erf'], ARRAY_ROUTES['erfc'] = _scipy_route('erf'), _scipy_route('erfc')
 
 abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
 ABS.emit = 'abs({0})'
