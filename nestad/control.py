@@ -52,8 +52,17 @@ def checkpoint(f):
                           "that value as an argument to save the memory", stacklevel=2)
             return f(*args, **kwargs)
         return recomputing_cells(top, leaves, carried, primals, out,
-                                 vjp_of(f, tree, carried), "a checkpointed function")
+                                 vjp_of(f, tree, carried, lambda: _closure_error(f)),
+                                 "a checkpointed function")
     return checkpointed
+
+
+def _closure_error(f):
+    return InvalidInputError(
+        f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value being "
+        "differentiated from its closure, and the reverse phase ran it again after that "
+        "value's run had returned; pass the value to the checkpointed function as an "
+        "argument")
 
 
 def checkpoint_loop(body, state, steps, every=None):

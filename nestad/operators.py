@@ -23,7 +23,7 @@ from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
-from .tracer import ArrayTracer
+from .tracer import ArrayTracer, is_tracer
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -481,8 +481,8 @@ def jacobian_r(f, argnums=0):
 
         def block(i, j):
             chunk = rows[j][starts[i]:starts[i + 1]]
-            if any(isinstance(g, Perturbed) for g in chunk):
-                return _reshape(anp.stack([anp.array(g) for g in chunk]), out_shapes[i] + in_shapes[j])
+            if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
+                return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
             return _reshape(np.array(chunk, dtype=float), out_shapes[i] + in_shapes[j])
         return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
     return jac
