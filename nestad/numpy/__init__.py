@@ -46,6 +46,8 @@ def _neg_axes(axis, ndim):
     """``axis`` (None, int or tuple) as a tuple of negative axes of an ndim-array."""
     if axis is None:
         return tuple(range(-ndim, 0))
+    if ndim == 0 and axis in (0, -1):
+        return ()          # numpy reduces a 0-d array over axis 0 or -1 as over no axis
     if isinstance(axis, (tuple, list)):
         return tuple(sorted((a % ndim) - ndim for a in axis))
     return ((axis % ndim) - ndim,)
@@ -731,6 +733,8 @@ def mean(x, axis=None, keepdims=False):
     x, axis = _as_operand(x), _norm_axis(axis)
     if not isinstance(x, Perturbed):
         return _np.mean(_plain_operand(x, 'mean'), axis=axis, keepdims=keepdims)
+    if _ndim(x) == 0 and axis is not None:
+        _np.mean(primal_value(x), axis=axis)   # numpy's AxisError (its sum takes axis 0 of a 0-d array)
     if _np.result_type(primal_value(x)).kind in 'biu':      # numpy sums integers in float64
         x = multiply(x, 1.0)
     n = _np.prod([_shape(x)[a] for a in _neg_axes(axis, _ndim(x))], dtype=float)
@@ -1112,8 +1116,8 @@ _cumsum = _define('cumsum', lambda x, axis: _np.cumsum(x, axis=axis),
 
 def cumsum(x, axis=None):
     x = _as_operand(x)
-    if axis is None:
-        x, axis = ravel(x), 0
+    if axis is None or _ndim(x) == 0:       # (numpy's cumsum of a 0-d array is 1-d)
+        x, axis = ravel(x), 0 if axis is None else axis
     return _cumsum(x, axis=(axis % _ndim(x)) - _ndim(x))
 
 
