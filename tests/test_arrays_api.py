@@ -235,6 +235,22 @@ def test_reductions_of_a_0d_array_over_axis_0_in_every_mode(name, axis, keepdims
             assert np.isclose(outer(inner(F))(x), 6 * 0.7)
 
 
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('mode', ['derivative', 'gradient_r', 'f-over-r'])
+def test_divide_and_mod_of_perturbed_python_floats_are_ieee_as_numpys(mode):
+    # nestad.numpy.divide(1.0, 0.0) is inf (numpy's), but on a perturbed Python float it took
+    # the scalar operator's path and raised ZeroDivisionError (inside scipy rules too).
+    d = {'derivative': nd.derivative, 'gradient_r': nd.gradient_r,
+         'f-over-r': lambda f: lambda x: nd.jvp(lambda s: nd.gradient_r(f)(x + s), (0.0,), (1.0,))[0]}[mode]
+    assert d(lambda x: anp.divide(1.0, x))(0.0) == -np.inf
+    assert d(lambda x: anp.divide(x, 0.0))(1.0) == np.inf
+    assert d(lambda y: anp.mod(7.5, y))(2.0) == -3.0
+    assert np.isnan(nd.jvp(lambda x: anp.mod(x, 0.0), (1.0,), (1.0,))[0])
+    # the / operator keeps Python's semantics
+    with pytest.raises(ZeroDivisionError):
+        nd.derivative(lambda x: x / 0.0)(1.0)
+
+
 NEG0, ONE = np.array([-0.0]), np.array([1.0])
 PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.0, vdot's +0.0
     'dot-vectors': (anp.dot, np.dot, (NEG0, ONE)),

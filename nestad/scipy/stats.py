@@ -15,7 +15,7 @@ import scipy.stats as _st
 from .. import numpy as anp
 from ..extend import primitive
 from ..values import primal_value
-from .special import _no_derivative, _own, digamma, gammaln, polygamma
+from .special import _no_derivative, _own, _ratio, digamma, gammaln, polygamma
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
@@ -109,9 +109,9 @@ t = _namespace(
 
 _gamma_logpdf = _define(
     'gamma.logpdf', lambda x, a, loc, scale: _st.gamma.logpdf(x, a, loc, scale),
-    lambda x, a, loc, scale, out: ((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: (_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
     lambda x, a, loc, scale, out: anp.log(_z(x, loc, scale)) - digamma(a),
-    lambda x, a, loc, scale, out: -((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: -(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
     lambda x, a, loc, scale, out: (_z(x, loc, scale) - a) / scale)
 _gamma_cdf = _define(
     'gamma.cdf', lambda x, a, loc, scale: _st.gamma.cdf(x, a, loc, scale),
@@ -130,7 +130,7 @@ gamma = _namespace(
 
 _beta_logpdf = _define(
     'beta.logpdf', lambda x, a, b: _st.beta.logpdf(x, a, b),
-    lambda x, a, b, out: (a - 1.0) / x - (b - 1.0) / (1.0 - x),
+    lambda x, a, b, out: _ratio(a - 1.0, x) - _ratio(b - 1.0, 1.0 - x),
     lambda x, a, b, out: anp.log(x) - digamma(a) + digamma(a + b),
     lambda x, a, b, out: anp.log1p(-x) - digamma(b) + digamma(a + b))
 _beta_cdf = _define(
@@ -147,7 +147,7 @@ beta = _namespace(logpdf=_beta_logpdf, pdf=lambda x, a, b: anp.exp(_beta_logpdf(
 _poisson_logpmf = _define(
     'poisson.logpmf', lambda k, mu: _st.poisson.logpmf(k, mu),
     _no_derivative('stats.poisson.logpmf', 'k', "it is a count"),
-    lambda k, mu, out: k / mu - 1.0)
+    lambda k, mu, out: _ratio(k, mu) - 1.0)
 _poisson_cdf = _define(
     'poisson.cdf', lambda k, mu: _st.poisson.cdf(k, mu),
     _no_derivative('stats.poisson.cdf', 'k', "it is a count"),
@@ -161,7 +161,7 @@ poisson = _namespace(logpmf=_poisson_logpmf, pmf=lambda k, mu: anp.exp(_poisson_
 
 _chi2_logpdf = _define(
     'chi2.logpdf', lambda x, df: _st.chi2.logpdf(x, df),
-    lambda x, df, out: (df / 2.0 - 1.0) / x - 0.5,
+    lambda x, df, out: _ratio(df / 2.0 - 1.0, x) - 0.5,
     lambda x, df, out: 0.5 * (anp.log(x / 2.0) - digamma(df / 2.0)))
 chi2 = _namespace(logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
 
