@@ -462,6 +462,10 @@ def test_every_array_primitive_staged_equals_eager(name, data):
     F = scalarised(f, np.shape(nd.primal_value(f(*args))), r)
     grad = nd.gradient_r(F, argnums=argnums)
     staged = nd.stage(grad)
+    if name == 'composite-partition':      # the order comes from the values: refused, saying so
+        with pytest.raises(StagingError, match="index .* depends on the data"):
+            staged(*args)
+        return
     for got, want in zip(staged(*args), grad(*args)):
         assert close(got, want, rtol=1e-12, atol=1e-14)
     x, rest = args[0], args[1:]
