@@ -32,7 +32,13 @@ from .values import Bundle, Perturbed, primal_value
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
         return _checked(x, op)
-    if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'):
+    if isinstance(x, (bool, np.bool_)) or (x.__class__ is np.ndarray and x.dtype.kind == 'b'):
+        raise InvalidInputError(
+            f"{op}: {what} is {'a bool' if not isinstance(x, np.ndarray) else 'an ndarray of dtype bool'}"
+            ", which has no derivative (True is not a real number here). Pass a mask or flag "
+            "as an argument that is not differentiated (see argnums), or convert it with "
+            "float() / .astype(float) if you mean a number.")
+    if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'):
         return x
     if isinstance(x, np.ndarray):
         if x.__class__ is not np.ndarray:
@@ -67,8 +73,8 @@ def _leaves_of(tree, op, name):
 
 
 def _is_number(x):
-    return (isinstance(x, (Real, Perturbed, ArrayTracer))
-            or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'))   # subclasses refused
+    return ((isinstance(x, (Real, Perturbed, ArrayTracer)) and not isinstance(x, (bool, np.bool_)))
+            or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'))    # subclasses refused
 
 
 def _argnums_spec(argnums, op):

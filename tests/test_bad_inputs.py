@@ -401,7 +401,9 @@ def test_non_scalar_output_nested():
 # ---------------------------------------------------------------- non-numbers as inputs
 
 BAD_VALUES = [("abc", "str"), (None, "NoneType"), (1 + 2j, "complex"), (object(), "object"),
-              (np.array(["a"]), "ndarray of dtype <U1"), (np.array([1j]), "ndarray of dtype complex128")]
+              (np.array(["a"]), "ndarray of dtype <U1"), (np.array([1j]), "ndarray of dtype complex128"),
+              # a bool is no number to differentiate at (it was taken for 1.0 and 0.0)
+              (True, "bool"), (np.bool_(False), "bool"), (np.array([True, False]), "ndarray of dtype bool")]
 
 # (call with one argument, the path the message names)
 ARGUMENT_CALLS = {
