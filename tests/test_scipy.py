@@ -152,6 +152,13 @@ EXACT_AT_SPECIAL_POINTS = [   # (name, f, x, f'(x), f''(x))
     ('beta.logpdf(x, 2, 1) at 1', lambda x: stats.beta.logpdf(x, 2.0, 1.0), 1.0, 1.0, -1.0),
     ('poisson.logpmf(0, mu) at 0', lambda m: stats.poisson.logpmf(0.0, m), 0.0, -1.0, 0.0),
     ('gamma.cdf(x, 1) at 0', lambda x: stats.gamma.cdf(x, 1.0), 0.0, 1.0, -1.0),
+    ('gamma.cdf(x, 2) at 0', lambda x: stats.gamma.cdf(x, 2.0), 0.0, 0.0, 1.0),        # f'' was nan
+    ('beta.cdf(x, 1, 2) at 0', lambda x: stats.beta.cdf(x, 1.0, 2.0), 0.0, 2.0, -2.0),
+    ('beta.cdf(x, 3, 171.5) at 1', lambda x: stats.beta.cdf(x, 3.0, 171.5), 1.0, 0.0, 0.0),
+    # digamma(a) - digamma(a + b) cancelled for b small beside a (0.3% off at b = 1e-12)
+    ('betaln(a, 1e-12) in a', lambda a: sp.betaln(a, 1e-12), 10.0, -1.0516633568168022e-13,
+     1.1049834970800907e-14),
+    ('beta(1e-12, b) in b', lambda b: sp.beta(1e-12, b), 1.948815309566029, -0.6662859570380562, None),
 ]
 
 
@@ -184,3 +191,11 @@ def test_mixed_second_derivative_of_xlogy_at_x_zero(fn):
     H = nd.hessian(lambda v: fn(v[0], v[1]))(np.array([0.0, y]))
     assert np.allclose(H, [[0.0, inv], [inv, -0.0]], rtol=1e-15, atol=0)
     assert nd.gradient_r(lambda y: fn(0.0, y))(0.0 if fn is sp.xlogy else -1.0) == 0.0
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+def test_extreme_parameters_give_ieee_answers_not_python_errors():
+    # rules computed (z ** 2) and (2 df df u) on Python floats: OverflowError and
+    # ZeroDivisionError where numpy gives inf or nan
+    assert math.isnan(nd.gradient_r(lambda s: stats.norm.pdf(-5.58, 0.88, s))(1e-300))
+    assert nd.gradient_r(lambda d: stats.t.logpdf(-5.6, d, -4.5, 1e8))(1e-300) == math.inf

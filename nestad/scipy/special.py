@@ -85,12 +85,36 @@ def _rgamma_dx(x, out):
 
 
 rgamma = _define('rgamma', lambda x: _sp.rgamma(x), _rgamma_dx)
+def _digamma_step(x, h):
+    """digamma(x + h) - digamma(x), without the cancellation of the difference when h is
+    small beside x (the derivative of beta(a, b) in a for b = 1e-12 was off by 0.3%): there
+    the Taylor series sum_n polygamma(n, x) h^n / n!, five terms (a relative error below
+    1e-15 for |h| < 1e-3 |x|)."""
+    hv, xv = primal_value(h), primal_value(x)
+    near = np.abs(hv) < 1e-3 * np.abs(xv)
+    def series(x, h):
+        total, term = 0.0, 1.0
+        for n in range(1, 6):
+            term = term * h / n
+            total = total + polygamma(n, x) * term
+        return total
+
+    def direct(x, h):
+        return digamma(x + h) - digamma(x)
+    if not is_tracer(near) and not np.any(near):
+        return direct(x, h)
+    if not is_tracer(near) and np.all(near):
+        return series(x, h)
+    return anp.where(near, series(x, anp.where(near, h, 0.0)), direct(x, anp.where(near, 1.0, h)))
+
+
+# d/da log B(a, b) = digamma(a) - digamma(a + b)
 beta = _define('beta', lambda a, b: _sp.beta(a, b),
-               lambda a, b, out: out * (digamma(a) - digamma(a + b)),
-               lambda a, b, out: out * (digamma(b) - digamma(a + b)))
+               lambda a, b, out: -out * _digamma_step(a, b),
+               lambda a, b, out: -out * _digamma_step(b, a))
 betaln = _define('betaln', lambda a, b: _sp.betaln(a, b),
-                 lambda a, b, out: digamma(a) - digamma(a + b),
-                 lambda a, b, out: digamma(b) - digamma(a + b))
+                 lambda a, b, out: -_digamma_step(a, b),
+                 lambda a, b, out: -_digamma_step(b, a))
 
 
 def _gammainc_dx(a, x, out):
