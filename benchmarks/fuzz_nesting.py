@@ -19,6 +19,7 @@ h(x + y))(a) (exact: g''(2a + y)), and a derivative-valued function built in one
 applied inside another run of either mode.
 """
 import math
+import warnings
 
 import numpy as np
 import sympy as sp
@@ -95,6 +96,13 @@ def apply_level(op, g, v, rng):
     if op == 'function-valued':       # derivative of a curried function, applied afterwards
         dg = nd.derivative(lambda w: (lambda unused: g(w)))(v)
         return dg(0.0)
+    if op == 'checkpoint':           # reverse mode recomputing g (closures: taped, warned)
+        return nd.gradient_r(nd.checkpoint(g))(v)
+    if op == 'array':                # through a one-element array argument, batched forward
+        return nd.gradient_f(lambda w: g(w[0]))(anp.reshape(v, (1,)) if not _plain(v)
+                                                else np.array([v]))[0]
+    if op == 'stop_gradient':        # g plus a term whose derivative is stopped
+        return nd.gradient_r(lambda w: g(w) + nd.stop_gradient(w * w))(v)
     if op == 'stage':
         inner = [nd.derivative, nd.gradient_r, nd.gradient_f, nd.jacobian_r][int(rng.integers(4))]
         return nd.stage(inner(g))(v)
@@ -106,7 +114,7 @@ def _plain(v):
 
 
 OPS = ['derivative', 'gradient_r', 'gradient_f', 'jvp', 'vjp', 'jacobian_f', 'jacobian_r',
-       'value_and_grad', 'function-valued', 'stage']
+       'value_and_grad', 'function-valued', 'stage', 'checkpoint', 'array', 'stop_gradient']
 
 
 def nested_case(rng):
@@ -185,6 +193,7 @@ def closure_case(rng):
 
 
 def run_nesting(opts):
+    warnings.simplefilter('ignore')           # checkpoint's "reads a value from its closure"
     rng_base = opts.seed
     counts = {'cases': 0, 'mismatches': 0, 'errors': 0}
     kinds = {'nested': nested_case, 'amazing': amazing_case, 'closure': closure_case}
