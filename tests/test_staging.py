@@ -498,3 +498,11 @@ def test_every_operator_staged_equals_eager(op, f, x):
     staged = nd.stage(lambda x: STAGED_OPERATORS[op](f, x))(x)
     flat = lambda v: np.concatenate([np.ravel(np.asarray(t, float)) for t in nd.structures.flatten(v)[0]])  # noqa: E731
     assert np.allclose(flat(staged), flat(eager), rtol=1e-14, atol=0)
+
+
+def test_nestad_numpy_array_of_traced_numbers():
+    # nestad.numpy.array([x, ...]) of traced scalars called numpy.array on the tracers
+    f = lambda a, b: anp.sum(anp.array([a, 2.0 * b, [1.0, a][1]]) ** 2)     # noqa: E731
+    assert nd.stage(f)(1.0, 2.0) == f(1.0, 2.0) == 18.0
+    assert nd.stage(nd.gradient_r(f, argnums=(0, 1)))(1.0, 2.0) == (4.0, 16.0)
+    assert nd.stage(lambda x: anp.array([[x, 1.0], [2.0, x]]) @ np.ones(2))(3.0).tolist() == [4.0, 5.0]

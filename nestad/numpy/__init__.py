@@ -1080,7 +1080,7 @@ def vstack(arrays):
 
 def array(obj, dtype=None):
     """Like numpy.array, but a (nested) list holding nestad numbers becomes a nestad array."""
-    if isinstance(obj, Perturbed):
+    if isinstance(obj, Perturbed) or is_tracer(obj):
         return obj
     if isinstance(obj, (list, tuple)) and _holds_perturbed(obj):
         return stack([array(o) if isinstance(o, (list, tuple)) else o for o in obj])
@@ -1091,8 +1091,9 @@ asarray = array
 
 
 def _holds_perturbed(obj):
-    return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple)) else isinstance(o, Perturbed)
-                        for o in obj)
+    """Does a (nested) list hold nestad numbers, perturbed or traced (staged code)?"""
+    return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple))
+                        else isinstance(o, Perturbed) or is_tracer(o) for o in obj)
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
