@@ -103,8 +103,8 @@ def apply_level(op, g, v, rng):
                                                 else np.array([v]))[0]
     if op == 'stop_gradient':        # g plus a term whose derivative is stopped
         return nd.gradient_r(lambda w: g(w) + nd.stop_gradient(w * w))(v)
-    if op == 'stage':
-        inner = [nd.derivative, nd.gradient_r, nd.gradient_f, nd.jacobian_r][int(rng.integers(4))]
+    if op.startswith('stage'):        # 'stage:<operator>', chosen when the case is made, so
+        inner = getattr(nd, op.split(':')[1])          # that a rerun (checkpoint) is the same
         return nd.stage(inner(g))(v)
     raise ValueError(op)
 
@@ -126,6 +126,8 @@ def nested_case(rng):
     ps = [None] + [random_expr(rng, i, 1) if rng.random() < 0.6 else
                    (sp.Float(c := float(rng.uniform(-1, 1))), lambda vs, c=c: c) for i in range(1, k)]
     ops = [str(rng.choice(OPS)) for _ in range(k)]
+    ops = [op + ':' + str(rng.choice(['derivative', 'gradient_r', 'gradient_f', 'jacobian_r']))
+           if op == 'stage' else op for op in ops]
     a = float(rng.uniform(-1, 1))
 
     # exact: R_k = f; R_i = d/dv_i [h_i * R_{i+1} with v_{i+1} = p_{i+1}]
