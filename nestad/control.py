@@ -32,7 +32,8 @@ def checkpoint(f):
     """``f``, computed so that reverse mode does not keep its tape (seed 002's
     checkpointing): the forward phase runs ``f`` on the primal values and keeps only
     its arguments; the reverse phase reruns ``f`` with a tape when it needs the
-    sensitivities.  Memory for the time of one more run of ``f``.  The outermost run at
+    sensitivities (so ``f`` must be deterministic: random numbers drawn inside it would
+    differ in the rerun; draw them outside and pass them in).  Memory for the time of one more run of ``f``.  The outermost run at
     the call decides: under a forward run ``f`` runs as usual (forward mode keeps no
     tape)."""
     @functools.wraps(f)
