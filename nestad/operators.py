@@ -277,7 +277,8 @@ def _check_scalar(out, op):
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
-    described = _a(type(out).__name__) + (f" of shape {shape}" if shape is not None else "")
+    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__  # (not ArrayTapeCell)
+    described = _a(kind) + (f" of shape {shape}" if shape is not None else "")
     if shape and np.prod(shape) == 1:
         # JAX's choice: a one-element array is not taken for a scalar.
         hint = ("A one-element array is not taken for a scalar: index it (y[0]) or sum it "
