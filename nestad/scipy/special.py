@@ -17,6 +17,7 @@ from .. import numpy as anp
 from .. import registry
 from ..errors import NestadError
 from ..extend import primitive
+from ..primitives import recip
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
 
@@ -33,12 +34,13 @@ def _ratio(n, d):
     x^n is constant (the derivative of (a - 1) log x at a = 1, x = 0).  A perturbed n keeps
     0/0 = nan there: its derivative (1/d) is infinite at d = 0, and no number would be
     right.  Elsewhere it is n / d, so derivatives in n and d are exact."""
+    # (n * recip(d): IEEE on Python floats, and the same operations eager and staged)
     if isinstance(n, Perturbed):
-        return anp.divide(n, d)
+        return n * recip(d)
     both = np.logical_and(primal_value(n) == 0, primal_value(d) == 0)
     if not is_tracer(both) and not np.any(both):
-        return anp.divide(n, d)
-    return anp.divide(n, anp.where(both, 1.0, d))
+        return n * recip(d)
+    return n * recip(anp.where(both, 1.0, d))
 
 
 def _at_edge(edge, exact, formula, inside):

@@ -14,6 +14,7 @@ import scipy.stats as _st
 
 from .. import numpy as anp
 from ..extend import primitive
+from ..primitives import recip
 from ..values import primal_value
 from .special import _at_edge, _no_derivative, _own, _ratio, digamma, gammaln, polygamma
 from .special import beta as beta_fn
@@ -92,7 +93,7 @@ _t_logpdf = _define(
     lambda x, df, loc, scale, out: -(df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
     lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - 0.5 / df
     - 0.5 * anp.log(_t_u(x, df, loc, scale)[1])
-    + anp.divide((df + 1.0) * _sq(_z(x, loc, scale)), 2.0 * df * df * _t_u(x, df, loc, scale)[1]),
+    + (df + 1.0) * _sq(_z(x, loc, scale)) * recip(2.0 * df * df * _t_u(x, df, loc, scale)[1]),
     lambda x, df, loc, scale, out: (df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
     lambda x, df, loc, scale, out: ((df + 1.0) * _sq(_z(x, loc, scale))
                                     / (df * _t_u(x, df, loc, scale)[1]) - 1.0) / scale)
