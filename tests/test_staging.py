@@ -518,8 +518,8 @@ def test_staged_function_independent_of_its_argument_inside_batched_forward_mode
         return nd.stage(nd.jacobian_r(lambda v3: v2 * nd.log(v2 * v2 + 1.0)))(nd.tanh(v2))
 
     def f(v1):
-        return nd.gradient_f(lambda w: inner(w[0]) + w[0] * v1)(anp.reshape(v1, (1,)))[0]
+        return nd.gradient_f(lambda w: inner(w[0]))(anp.reshape(v1 / (v1 * v1 + 2.0), (1,)))[0]
     g = lambda v1: nd.exp(v1 / 2) * f(v1)                                   # noqa: E731
-    assert nd.derivative(g)(-0.077) == pytest.approx(math.exp(-0.077 / 2) * (1 - 0.077 / 2))
+    assert nd.derivative(g)(-0.077) == 0.0
     with pytest.raises(StagingError, match="closes over a value being differentiated"):
         nd.gradient_r(g)(-0.077)
