@@ -16,11 +16,13 @@ Tangents may carry leading *batch* axes (``tangent.shape == batch + primal.shape
 address primal axes from the right (negative axes), and elementwise rules get
 batching for free from broadcasting.
 """
+from numbers import Real
+
 import numpy as np
 
 from .errors import InvalidInputError
 from . import registry
-from .tracer import ArrayTracer, any_tracer, apply_traced
+from .tracer import ArrayTracer, _TracerBase, any_tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, next_id
 
 
@@ -66,6 +68,23 @@ def subclass_error(x, where):
         why = ("nestad differentiates plain numpy.ndarray only, since a subclass may change "
                "what operations mean. Use numpy.asarray(x) for its data as a plain array.")
     return InvalidInputError(f"{where} got a {name} (a subclass of numpy.ndarray): {why}")
+
+
+def operand_error(prim, k, a):
+    """The error for operand k of array primitive ``prim``, next to a perturbed value, that is
+    not a real number or an array of them: numpy would compute complex or object values,
+    and the derivative of those is not nestad's."""
+    if isinstance(a, np.ndarray):
+        what, is_complex = f"an ndarray of dtype {a.dtype}", a.dtype.kind == 'c'
+    elif isinstance(a, np.generic):
+        what, is_complex = f"a numpy {a.dtype} ({a!r:.40})", a.dtype.kind == 'c'
+    else:
+        what, is_complex = f"a {type(a).__name__} ({a!r:.40})", isinstance(a, complex)
+    hint = ("nestad differentiates real-valued functions: complex numbers are not supported "
+            "(compute with the real and imaginary parts as real numbers)" if is_complex else
+            "pass real numbers or arrays of them (lists of them work where numpy takes an array)")
+    return InvalidInputError(f"nestad.numpy.{prim.name}: operand {k} is {what}, not a real number "
+                             f"or array, in a computation being differentiated; {hint}.")
 
 
 def make_bundle(tag, primal, tangent):
@@ -126,7 +145,7 @@ class ArrayPrimitive:
     """A numpy operation and its derivative rules.  ``emit`` is the Python expression
     staged code uses for it (``'np.sin({0})'``, params by name: ``'{axis}'``); None
     calls ``plain``."""
-    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit')
+    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit', 'user')
 
     def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None, emit=None,
                  namespace='numpy', user=False):
@@ -137,6 +156,7 @@ class ArrayPrimitive:
         self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
         self.lifted = None
         self.emit = emit
+        self.user = user              # users' primitives may take any other arguments (labels...)
         registry.register(self, name if namespace is None else f"{namespace}.{name}", user)
 
     def __repr__(self):
@@ -157,6 +177,12 @@ def apply(prim, args, params):
         if any_tracer(args):
             return apply_traced(prim, args, params)
         return prim.plain(*args, **params)
+    for k, a in enumerate(() if prim.user else args):   # numpy would make complex or object values
+        if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):
+            if a.dtype.kind not in 'biuf':
+                raise operand_error(prim, k, a)
+        elif not isinstance(a, (Real, Perturbed)):
+            raise operand_error(prim, k, a)
     carried = [isinstance(a, Perturbed) and a.tag == top for a in args]
     primals = tuple(a.primal if c else a for a, c in zip(args, carried))
     out = prim.lifted(*primals, **params)

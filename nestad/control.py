@@ -32,7 +32,8 @@ def checkpoint(f):
     """``f``, computed so that reverse mode does not keep its tape (seed 002's
     checkpointing): the forward phase runs ``f`` on the primal values and keeps only
     its arguments; the reverse phase reruns ``f`` with a tape when it needs the
-    sensitivities.  Memory for the time of one more run of ``f``.  The outermost run at
+    sensitivities (so ``f`` must be deterministic: random numbers drawn inside it would
+    differ in the rerun; draw them outside and pass them in).  Memory for the time of one more run of ``f``.  The outermost run at
     the call decides: under a forward run ``f`` runs as usual (forward mode keeps no
     tape)."""
     @functools.wraps(f)
@@ -52,8 +53,17 @@ def checkpoint(f):
                           "that value as an argument to save the memory", stacklevel=2)
             return f(*args, **kwargs)
         return recomputing_cells(top, leaves, carried, primals, out,
-                                 vjp_of(f, tree, carried), "a checkpointed function")
+                                 vjp_of(f, tree, carried, lambda: _closure_error(f)),
+                                 "a checkpointed function")
     return checkpointed
+
+
+def _closure_error(f):
+    return InvalidInputError(
+        f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value being "
+        "differentiated from its closure, and the reverse phase ran it again after that "
+        "value's run had returned; pass the value to the checkpointed function as an "
+        "argument")
 
 
 def checkpoint_loop(body, state, steps, every=None):

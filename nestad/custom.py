@@ -17,7 +17,7 @@ import numpy as np
 
 from . import perturbation
 from .arrays import VJP, make_bundle, make_cell
-from .errors import InvalidInputError
+from .errors import EscapedPerturbationError, InvalidInputError
 from .extraction import primal_of, tangent_of
 from .structures import flatten
 from .values import Bundle, Perturbed, primal_value
@@ -61,16 +61,24 @@ def jvp_of(f, tree, carried, op):
     return jvp_f
 
 
-def vjp_of(f, tree, carried):
-    """``(primals, cotangents) -> cotangents of the carried leaves`` of ``f``."""
+def vjp_of(f, tree, carried, closure_error):
+    """``(primals, cotangents) -> cotangents of the carried leaves`` of ``f``.
+
+    It runs ``f`` again, when the reverse phase needs it: possibly after the run has
+    returned (a vjp's pullback), so that a value of the run in ``f``'s closure is dead
+    by then.  That raises ``closure_error()``, which says to pass the value as an
+    argument (``EscapedPerturbationError`` would blame a side effect)."""
     from .operators import vjp
 
     def vjp_f(primals, cotangents):
         def g(*chosen):
             it = iter(chosen)
             return apply(f, tree, [next(it) if c else p for p, c in zip(primals, carried)])
-        _, pullback = vjp(g, *[p for p, c in zip(primals, carried) if c])
-        return pullback(cotangents)
+        try:
+            _, pullback = vjp(g, *[p for p, c in zip(primals, carried) if c])
+            return pullback(cotangents)
+        except EscapedPerturbationError as e:
+            raise closure_error() from e
     return vjp_f
 
 

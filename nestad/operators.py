@@ -23,7 +23,7 @@ from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
 from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
-from .tracer import ArrayTracer
+from .tracer import ArrayTracer, is_tracer
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -32,7 +32,13 @@ from .values import Bundle, Perturbed, primal_value
 def _check_number(x, op, what):
     if isinstance(x, Perturbed):
         return _checked(x, op)
-    if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'):
+    if isinstance(x, (bool, np.bool_)) or (x.__class__ is np.ndarray and x.dtype.kind == 'b'):
+        raise InvalidInputError(
+            f"{op}: {what} is {'a bool' if not isinstance(x, np.ndarray) else 'an ndarray of dtype bool'}"
+            ", which has no derivative (True is not a real number here). Pass a mask or flag "
+            "as an argument that is not differentiated (see argnums), or convert it with "
+            "float() / .astype(float) if you mean a number.")
+    if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'):
         return x
     if isinstance(x, np.ndarray):
         if x.__class__ is not np.ndarray:
@@ -67,8 +73,8 @@ def _leaves_of(tree, op, name):
 
 
 def _is_number(x):
-    return (isinstance(x, (Real, Perturbed, ArrayTracer))
-            or (x.__class__ is np.ndarray and x.dtype.kind in 'biuf'))   # subclasses refused
+    return ((isinstance(x, (Real, Perturbed, ArrayTracer)) and not isinstance(x, (bool, np.bool_)))
+            or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'))    # subclasses refused
 
 
 def _argnums_spec(argnums, op):
@@ -261,9 +267,13 @@ def _columns(t, n, out_shape, out):
     the output's narrow float dtype, if it has one)."""
     if np.shape(primal_value(t)) == (n,) + out_shape:
         return t
-    if isinstance(t, Perturbed) or np.any(np.asarray(t) != 0):
+    if np.any(np.asarray(primal_value(t)) != 0):
         raise NestadError(f"internal error: an output tangent of shape {np.shape(primal_value(t))} "
                           f"lost its batch axis of {n} directions; please report this")
+    if isinstance(t, Perturbed):
+        # a zero carrying an enclosing run (a staged function's tangent, zero because its
+        # output does not depend on its arguments, under an enclosing derivative)
+        return anp.broadcast_to(t, (n,) + out_shape)
     return np.zeros((n,) + out_shape, _narrow_float(out) or np.float64)
 
 
@@ -319,8 +329,9 @@ def _check_scalar(out, op):
             "Reverse mode and gradients cannot differentiate function-valued outputs; use "
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
-    shape = getattr(v, 'shape', None)
-    described = _a(type(out).__name__) + (f" of shape {shape}" if shape is not None else "")
+    shape = getattr(primal_value(out), 'shape', None)
+    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__  # (not ArrayTapeCell)
+    described = _a(kind) + (f" of shape {shape}" if shape is not None else "")
     raise NonScalarOutputError(
         f"{op} needs a function that returns a real scalar, but it returned {described}. "
         "Reduce it to a scalar (e.g. a sum or a norm), or use jacobian_r / vjp for "
@@ -542,8 +553,8 @@ def jacobian_r(f, argnums=0):
 
         def block(i, j):
             chunk = rows[j][starts[i]:starts[i + 1]]
-            if any(isinstance(g, Perturbed) for g in chunk):
-                return _reshape(anp.stack([anp.array(g) for g in chunk]), out_shapes[i] + in_shapes[j])
+            if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
+                return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
             return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
                             out_shapes[i] + in_shapes[j])
         return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import registry
 from .arrays import is_array
+from .errors import InvalidInputError
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
@@ -140,7 +141,8 @@ COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, s
 # ---------------------------------------------------------------- elementary functions
 
 exp, EXP = unary('exp', math.exp, np.exp, lambda x, out: out)
-expm1, EXPM1 = unary('expm1', math.expm1, np.expm1, lambda x, out: out + 1.0)
+# (exp(x), not out + 1, which cancels to 0 for x < -37)
+expm1, EXPM1 = unary('expm1', math.expm1, np.expm1, lambda x, out: exp(x))
 exp2, EXP2 = unary('exp2', math.exp2, np.exp2, lambda x, out: out * math.log(2.0))
 log, LOG = unary('log', math.log, np.log, lambda x, out: recip(x))
 log1p, LOG1P = unary('log1p', math.log1p, np.log1p, lambda x, out: recip(1.0 + x))
@@ -152,21 +154,43 @@ cbrt, CBRT = unary('cbrt', math.cbrt, np.cbrt, lambda x, out: recip(3.0 * (out *
 sin, SIN = unary('sin', math.sin, np.sin, lambda x, out: cos(x))
 cos, COS = unary('cos', math.cos, np.cos, lambda x, out: -sin(x))
 tan, TAN = unary('tan', math.tan, np.tan, lambda x, out: 1.0 + out * out)
-asin, ASIN = unary('asin', math.asin, np.arcsin, lambda x, out: recip(sqrt(1.0 - x * x)))
-acos, ACOS = unary('acos', math.acos, np.arccos, lambda x, out: -recip(sqrt(1.0 - x * x)))
+# 1 - x^2 as (1 - x)(1 + x): exact near |x| = 1, where 1 - x*x loses digits
+asin, ASIN = unary('asin', math.asin, np.arcsin, lambda x, out: recip(sqrt((1.0 - x) * (1.0 + x))))
+acos, ACOS = unary('acos', math.acos, np.arccos, lambda x, out: -recip(sqrt((1.0 - x) * (1.0 + x))))
 atan, ATAN = unary('atan', math.atan, np.arctan, lambda x, out: recip(1.0 + x * x))
+
+def _sech2(x):
+    # tanh' = 1 / cosh^2 (1 - tanh^2 cancels: 0 from |x| = 19.1 on, 4% off at 18)
+    r = recip(cosh(x))
+    return r * r
+
 
 sinh, SINH = unary('sinh', math.sinh, np.sinh, lambda x, out: cosh(x))
 cosh, COSH = unary('cosh', math.cosh, np.cosh, lambda x, out: sinh(x))
-tanh, TANH = unary('tanh', math.tanh, np.tanh, lambda x, out: 1.0 - out * out)
+tanh, TANH = unary('tanh', math.tanh, np.tanh, lambda x, out: _sech2(x))
 asinh, ASINH = unary('asinh', math.asinh, np.arcsinh, lambda x, out: recip(sqrt(x * x + 1.0)))
 acosh, ACOSH = unary('acosh', math.acosh, np.arccosh,
                      lambda x, out: recip(sqrt((x - 1.0) * (x + 1.0))))
-atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip(1.0 - x * x))
+atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip((1.0 - x) * (1.0 + x)))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-(x * x)))
 erfc, ERFC = unary('erfc', math.erfc, None, lambda x, out: -_TWO_OVER_SQRT_PI * exp(-(x * x)))
+
+
+def _scipy_route(name):
+    """numpy has no erf: on arrays nestad.erf is nestad.scipy.special.erf (scipy's values)."""
+    def route(x):
+        try:
+            from .scipy import special
+        except ImportError:
+            raise InvalidInputError(f"nestad.{name} of an array is nestad.scipy.special.{name}, "
+                                    "which needs scipy: pip install \"nestad[scipy]\"") from None
+        return getattr(special, name)(x)
+    return route
+
+
+ARRAY_ROUTES['erf'], ARRAY_ROUTES['erfc'] = _scipy_route('erf'), _scipy_route('erfc')
 
 abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
 ABS.emit = 'abs({0})'
@@ -236,9 +260,16 @@ def _atan2_plain(y, x):
     return math.atan2(y, x)
 
 
+def _over_squared_norm(n, x, y):
+    # n / (x^2 + y^2) as (n r) r with r = 1 / hypot(x, y): x*x + y*y overflows to inf (and
+    # underflows to 0) where the derivatives of atan2 are normal numbers (atan2(1e200, 1e200))
+    r = recip(hypot(x, y))
+    return n * r * r
+
+
 atan2, ATAN2 = binary('atan2', _atan2_plain,
-                      lambda y, x, out: x * recip(x * x + y * y),
-                      lambda y, x, out: -y * recip(x * x + y * y),
+                      lambda y, x, out: _over_squared_norm(x, x, y),
+                      lambda y, x, out: _over_squared_norm(-y, x, y),
                       emit='math.atan2({0}, {1})', numpy=np.arctan2)
 
 

@@ -205,6 +205,52 @@ def test_reduction_values_and_dtypes_equal_numpys(name, kind, axis, keepdims):
                   getattr(np, name)(x, axis=axis, keepdims=keepdims), name)
 
 
+@pytest.mark.parametrize('keepdims', [False, True])
+@pytest.mark.parametrize('axis', [0, -1, ()])
+@pytest.mark.parametrize('name', REDUCTIONS + ['logsumexp', 'cumsum'])
+def test_reductions_of_a_0d_array_over_axis_0_in_every_mode(name, axis, keepdims):
+    # numpy reduces a 0-d array over axis 0 or -1 as over no axis (its mean refuses them);
+    # the rules crashed with "integer modulo by zero" (found by fuzzing against JAX).
+    x = np.array(0.7)
+    if name == 'cumsum':
+        if keepdims or axis == ():
+            return
+        f, expected = (lambda x: anp.cumsum(x, axis=axis)), np.cumsum(x, axis=axis)
+    else:
+        f = lambda x: getattr(anp, name)(x, axis=axis, keepdims=keepdims)    # noqa: E731
+        if name == 'mean' and axis != ():
+            with pytest.raises(ValueError, match='axis'):
+                np.mean(x, axis=axis)
+            for op in (nd.gradient_r, nd.gradient_f):
+                with pytest.raises(ValueError, match='axis'):
+                    op(f)(x)
+            return
+        expected = x if name == 'logsumexp' else getattr(np, name)(x, axis=axis, keepdims=keepdims)
+    assert np.shape(f(x)) == np.shape(expected) and np.allclose(f(x), expected)
+    F = lambda x: anp.sum(f(x) ** 3)                                           # noqa: E731
+    for op in (nd.gradient_r, nd.gradient_f):
+        assert np.isclose(op(F)(x), 3 * 0.7 ** 2)
+    for outer in (nd.jacobian_f, nd.jacobian_r):
+        for inner in (nd.gradient_r, nd.gradient_f):
+            assert np.isclose(outer(inner(F))(x), 6 * 0.7)
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('mode', ['derivative', 'gradient_r', 'f-over-r'])
+def test_divide_and_mod_of_perturbed_python_floats_are_ieee_as_numpys(mode):
+    # nestad.numpy.divide(1.0, 0.0) is inf (numpy's), but on a perturbed Python float it took
+    # the scalar operator's path and raised ZeroDivisionError (inside scipy rules too).
+    d = {'derivative': nd.derivative, 'gradient_r': nd.gradient_r,
+         'f-over-r': lambda f: lambda x: nd.jvp(lambda s: nd.gradient_r(f)(x + s), (0.0,), (1.0,))[0]}[mode]
+    assert d(lambda x: anp.divide(1.0, x))(0.0) == -np.inf
+    assert d(lambda x: anp.divide(x, 0.0))(1.0) == np.inf
+    assert d(lambda y: anp.mod(7.5, y))(2.0) == -3.0
+    assert np.isnan(nd.jvp(lambda x: anp.mod(x, 0.0), (1.0,), (1.0,))[0])
+    # the / operator keeps Python's semantics
+    with pytest.raises(ZeroDivisionError):
+        nd.derivative(lambda x: x / 0.0)(1.0)
+
+
 NEG0, ONE = np.array([-0.0]), np.array([1.0])
 PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.0, vdot's +0.0
     'dot-vectors': (anp.dot, np.dot, (NEG0, ONE)),

@@ -72,7 +72,7 @@ def other_operand_shape(draw, k, n):
 UNARY = {       # name: value generator for the argument, given r and shape
     'sin': vals, 'cos': vals, 'tan': vals, 'arcsin': lambda r, s: vals(r, s, -0.9, 0.9),
     'arccos': lambda r, s: vals(r, s, -0.9, 0.9), 'arctan': vals, 'sinh': vals, 'cosh': vals,
-    'tanh': vals, 'arcsinh': vals, 'arccosh': lambda r, s: vals(r, s, 1.2, 3.0),
+    'tanh': vals, 'arcsinh': vals, 'arccosh': lambda r, s: vals(r, s, 1.2, 3.0), 'exp2': vals,
     'arctanh': lambda r, s: vals(r, s, -0.9, 0.9), 'exp': vals, 'expm1': vals,
     'log': lambda r, s: vals(r, s, 0.2, 3.0), 'log1p': lambda r, s: vals(r, s, -0.8, 2.0),
     'log2': lambda r, s: vals(r, s, 0.2, 3.0), 'log10': lambda r, s: vals(r, s, 0.2, 3.0),
@@ -84,10 +84,12 @@ BINARY = {      # name: (x generator, y generator)
     'add': (vals, vals), 'subtract': (vals, vals), 'multiply': (vals, vals),
     'divide': (vals, away_from_zero), 'power': (lambda r, s: vals(r, s, 0.5, 2.0), vals),
     'arctan2': (vals, lambda r, s: vals(r, s, 0.3, 2.0)),
-    'hypot': (away_from_zero, away_from_zero), 'logaddexp': (vals, vals),
+    'hypot': (away_from_zero, away_from_zero), 'logaddexp': (vals, vals), 'logaddexp2': (vals, vals),
     'maximum': (vals, lambda r, s: vals(r, s, 2.0, 3.0) * r.choice([-1.0, 1.0], size=s)),
     'minimum': (vals, lambda r, s: vals(r, s, 2.0, 3.0) * r.choice([-1.0, 1.0], size=s)),
     'mod': (lambda r, s: vals(r, s, 2.2, 2.8), lambda r, s: vals(r, s, 1.0, 1.05)),
+    'fmod': (lambda r, s: vals(r, s, 2.2, 2.8) * r.choice([-1.0, 1.0], size=s),
+             lambda r, s: vals(r, s, 1.0, 1.05)),
 }
 
 
@@ -122,6 +124,14 @@ def reduction_case(name):
 def cumsum_case(draw, r, k, n):
     axis = draw(st.sampled_from([None, 0, 1, 2, -1]))
     return (lambda x: anp.cumsum(x, axis=axis)), (vals(r, (k, n, n)),), (0,)
+
+
+def cumprod_case(draw, r, k, n):
+    axis = draw(st.sampled_from([None, 0, 1, 2, -1]))
+    x = vals(r, (k, n, n))
+    if draw(st.booleans()):
+        x[..., 0] = 0.0                 # zeros: the rule multiplies the other entries
+    return (lambda x: anp.cumprod(x, axis=axis)), (x,), (0,)
 
 
 def logsumexp_case(draw, r, k, n):
@@ -307,13 +317,36 @@ def at_case(kind):
     return case
 
 
+# numpy functions made of the primitives (nestad/numpy/_more.py): their rules are the
+# primitives', but the way they combine them (indices, choices, tie handling) is theirs
+COMPOSITES = {
+    'sinc': lambda x, k, n: anp.sinc(x),
+    'sinc-near-0': lambda x, k, n: anp.sinc(x * 1e-3),          # the series branch
+    'fmax': lambda x, k, n: anp.fmax(x, x[..., ::-1] + 0.05),
+    'fmin': lambda x, k, n: anp.fmin(x[::-1] - 0.05, x),
+    'rot90': lambda x, k, n: anp.rot90(x, k=3, axes=(1, 2)),
+    'pad': lambda x, k, n: anp.pad(x, ((0, 1), (1, 0), (0, 0))),
+    'gradient': lambda x, k, n: anp.stack(anp.gradient(x)) if k > 1 and n > 1 else x,
+    'partition': lambda x, k, n: anp.partition(x, 0, axis=-1),
+    'select': lambda x, k, n: anp.select([x > 0.3, x < -0.3], [x * x, -x], 0.0),
+    'nan_to_num': lambda x, k, n: anp.nan_to_num(x),
+    'column_stack': lambda x, k, n: anp.column_stack([x[0], x[-1]]),
+    'rollaxis': lambda x, k, n: anp.rollaxis(x, 2),
+    'atleast_3d': lambda x, k, n: anp.atleast_3d(x[0]),
+    'rad2deg': lambda x, k, n: anp.rad2deg(x),
+    'astype': lambda x, k, n: anp.astype(x, np.longdouble),      # (float32 would defeat the FD check)
+}
+
 CASES = {f'unary-{n}': unary_case(n) for n in UNARY}
+CASES.update({f'composite-{n}': of_stack(op) for n, op in COMPOSITES.items()})
 CASES.update({f'binary-{n}': binary_case(n) for n in BINARY})
 CASES.update({f'reduce-{n}': reduction_case(n) for n in ('sum', 'mean', 'prod', 'max', 'min')})
 CASES.update({f'shape-{n}': of_stack(op) for n, op in SHAPE_OPS.items()})
 CASES.update({f'index-{n}': index_case(ix) for n, ix in INDICES.items()})
 CASES.update({
-    'cumsum': cumsum_case, 'logsumexp': logsumexp_case,
+    'cumsum': cumsum_case, 'cumprod': cumprod_case, 'logsumexp': logsumexp_case,
+    'vecdot': two_operand_case(anp.vecdot, lambda k, n: [((k, n), (k, n)), ((k, n, n), (n,)),
+                                                         ((n,), (k, 1, n))]),
     'matmul': two_operand_case(anp.matmul, MATMUL_SHAPES),
     'matmul-operator': two_operand_case(lambda a, b: a @ b, MATMUL_SHAPES),
     'dot': two_operand_case(anp.dot, DOT_SHAPES),
@@ -343,6 +376,23 @@ CASES.update({
                                                         for o in ('nuc', 2, -2)])),
     'at-set': at_case('set'), 'at-add': at_case('add'), 'at-multiply': at_case('multiply'),
 })
+
+
+# ---------------------------------------------------------------- every primitive has a case
+
+COVERED_BY = {'getitem': 'index-', 'scatter_add': 'index-', 'at.set': 'at-set', 'at.add': 'at-add',
+              'astype': 'composite-astype', 'max': 'reduce-max', 'min': 'reduce-min',
+              'sum_to': 'shape-sum_to', 'broadcast_to': 'shape-broadcast_to'}
+
+
+def test_every_array_primitive_has_a_stacked_case():
+    from nestad import registry
+    for qualname in registry.PRIMITIVES:
+        if not qualname.startswith('numpy.') or qualname in registry.USER:
+            continue
+        name = qualname[len('numpy.'):]
+        wanted = COVERED_BY.get(name, name.split('.')[-1])
+        assert any(wanted in case for case in CASES), f"{qualname} has no stacked property case"
 
 
 # ---------------------------------------------------------------- checks

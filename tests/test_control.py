@@ -73,6 +73,18 @@ def test_checkpoint_of_a_closure_over_the_differentiated_value_warns_and_is_corr
     assert math.isclose(got, nd.gradient_r(lambda x: _segment(x, x))(x0), rel_tol=1e-13)
 
 
+@pytest.mark.parametrize('pullback', [lambda f: nd.jacobian_r(f)(0.3),
+                                      lambda f: nd.vjp(f, 0.3)[1](1.0)])
+def test_checkpoint_rerun_after_its_run_returned_names_the_closure(pullback):
+    # The closure's value does not reach the output (no warning, no tape kept); a vjp
+    # pullback reruns f after the run returned, and the dead value was reported as an
+    # escape through a side effect.
+    f = lambda a: a * nd.checkpoint(nd.derivative(lambda u: nd.tanh(a)))(a * 2.0)   # noqa: E731
+    with pytest.raises(nd.InvalidInputError, match="checkpoint: .*closure.*as an argument"):
+        pullback(f)
+    assert nd.gradient_r(f)(0.3) == 0.0
+
+
 def _loop_step(s):
     return (s[0] + 0.001 * nd.sin(s[0] * s[1]), s[1])
 

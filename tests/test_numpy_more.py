@@ -169,3 +169,21 @@ def test_staged_sinc_equals_eager():
     staged = nd.stage(f)
     for x in (0.0, 0.2, 1.5):
         assert staged(x) == pytest.approx(f(x), rel=1e-13, abs=1e-15)
+
+
+def test_fmax_fmin_values_are_numpys_at_signed_zeros_and_under_ad():
+    # numpy's fmax/fmin give the first of two equal values, maximum/minimum the second
+    for a, b in [(-0.0, 0.0), (0.0, -0.0), (np.nan, 1.0), (1.0, np.nan), (2.0, 1.0)]:
+        for mine, theirs in ((anp.fmax, np.fmax), (anp.fmin, np.fmin)):
+            got, want = mine(a, b), theirs(a, b)
+            assert np.array_equal(got, want, equal_nan=True) and np.signbit(got) == np.signbit(want)
+            primal = nd.jvp(lambda a: mine(a, b), (a,), (1.0,))[0]
+            assert np.array_equal(primal, want, equal_nan=True) and np.signbit(primal) == np.signbit(want)
+
+
+def test_sinc_values_are_numpys_on_the_series_branch_too():
+    # the series gave 0.9999999835506594 at 1e-4, numpy 0.9999999835506593
+    x = np.array([3.0, 1e-4, -0.283, 1e-9, 0.0, 2.5, -0.1])
+    assert np.array_equal(anp.sinc(x), np.sinc(x))
+    assert np.array_equal(nd.jvp(anp.sinc, (x,), (np.ones(7),))[0], np.sinc(x))
+    assert np.array_equal(nd.vjp(anp.sinc, x)[0], np.sinc(x))

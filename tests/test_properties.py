@@ -20,6 +20,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import nestad as nd
+import nestad.numpy as anp
+from nestad.scipy.special import xlogy
+
+_STAGED = nd.stage(lambda a, b: a * nd.sin(b))
 
 MODES = {'f': nd.derivative, 'r': nd.gradient_r}
 PAIRINGS = ['ff', 'fr', 'rf', 'rr']        # outer mode, inner mode
@@ -90,6 +94,16 @@ OPS = [
     Op('atan2', 2, nd.atan2, math.atan2, _far_from_branch_cut),
     Op('powpos', 2, lambda a, b: (1.0 + a * a) ** nd.tanh(b),
        lambda a, b: (1.0 + a * a) ** math.tanh(b)),
+    # The same numbers through other routes (found by fuzzing against JAX): nestad.numpy on
+    # scalars, 0-d and one-element arrays (a reduction of a 0-d array over axis 0 crashed),
+    # a staged function with perturbed arguments (closures over them were mishandled), a
+    # scipy rule with a mixed second derivative (xlogy's was 0 at x = 0) and numpy's divide.
+    Op('np_sin', 1, lambda a: anp.sin(a), math.sin),
+    Op('0d_sum', 1, lambda a: anp.sum(anp.reshape(a, ()) * 2.0, axis=0), lambda a: 2.0 * a),
+    Op('1_elem', 1, lambda a: anp.tanh(anp.array([a]))[0], math.tanh),
+    Op('staged', 2, lambda a, b: _STAGED(a, b), lambda a, b: a * math.sin(b)),
+    Op('xlogy', 2, lambda a, b: xlogy(a, 1.0 + b * b), lambda a, b: a * math.log(1.0 + b * b)),
+    Op('np_divide', 2, lambda a, b: anp.divide(a, b), lambda a, b: a / b, lambda a, b: abs(b) > 0.25),
 ]
 
 

@@ -704,3 +704,29 @@ def test_builtin_max_min_sorted_on_perturbed_values():
     expected = 3.0 + math.cos(x) + 2.0 * x
     for mode in 'fr':
         assert_close(d(mode, f)(x), expected, EXACT)
+
+
+# Rules without cancellation near their special points (each was off: tanh' was 0 from
+# |x| = 19.1 on and 4% off at 18, expm1' 0 below -37, asin'/atanh' lost digits near 1, and
+# atan2's partials overflowed to 0 at atan2(1e200, 1e200)); exact values from mpmath.
+@pytest.mark.parametrize('fn, x, d1, d2', [
+    (nd.tanh, 18.0, 9.278091320974273e-16, -1.8556182641948537e-15),
+    (nd.tanh, 30.0, 3.502604305078608e-26, -7.005208610157216e-26),
+    (nd.tanh, -20.0, 1.6993417021166355e-17, 3.398683404233271e-17),
+    (nd.expm1, -40.0, 4.248354255291589e-18, 4.248354255291589e-18),
+    (nd.atanh, 0.99999999, 49999999.99876204, 4999999949752408.0),
+    (nd.asin, 1 - 1e-10, 70710.67519510884, 353553346704731.44),
+])
+def test_rules_exact_near_special_points(fn, x, d1, d2):
+    for op in (nd.derivative, nd.gradient_r):
+        assert math.isclose(op(fn)(x), d1, rel_tol=1e-13)
+    for outer in (nd.derivative, nd.gradient_r):
+        for inner in (nd.derivative, nd.gradient_r):
+            assert math.isclose(outer(inner(fn))(x), d2, rel_tol=1e-12)
+
+
+def test_atan2_partials_do_not_overflow():
+    for y, x in [(1e200, 1e200), (1e-200, 1e-200)]:      # d/dy atan2(y, x) = x / (x^2 + y^2)
+        for op in (nd.gradient_r, nd.gradient_f):
+            gy, gx = op(nd.atan2, argnums=(0, 1))(y, x)
+            assert math.isclose(gy, 0.5 / x, rel_tol=1e-15) and math.isclose(gx, -gy, rel_tol=1e-15)

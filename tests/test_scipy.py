@@ -127,3 +127,75 @@ def test_derivatives_scipy_cannot_give_raise():
     # the other argument still differentiates
     assert math.isclose(nd.derivative(lambda x: sp.gammainc(2.0, x))(1.5),
                         1.5 * math.exp(-1.5), rel_tol=1e-12)
+
+
+# ---------------------------------------------------------------- special points (found by fuzzing
+# against mpmath): each rule is exact at the points where its formula is 0 * inf or 0 / 0
+
+PAIRINGS = {'ff': (nd.derivative, nd.derivative), 'fr': (nd.derivative, nd.gradient_r),
+            'rf': (nd.gradient_r, nd.derivative), 'rr': (nd.gradient_r, nd.gradient_r)}
+
+EXACT_AT_SPECIAL_POINTS = [   # (name, f, x, f'(x), f''(x))
+    ('rgamma at 0', sp.rgamma, 0.0, 1.0, 2 * 0.5772156649015329),      # was nan: -0 * digamma(0)
+    ('rgamma at -2', sp.rgamma, -2.0, 2.0, None),
+    ('rgamma at -1', sp.rgamma, -1.0, -1.0, None),
+    ('gammainc(1, x) at 0', lambda x: sp.gammainc(1.0, x), 0.0, 1.0, -1.0),        # was nan
+    ('gammainc(2, x) at 0', lambda x: sp.gammainc(2.0, x), 0.0, 0.0, 1.0),         # f'' was nan
+    ('gammaincc(1, x) at 0', lambda x: sp.gammaincc(1.0, x), 0.0, -1.0, 1.0),
+    ('betainc(1, 2, x) at 0', lambda x: sp.betainc(1.0, 2.0, x), 0.0, 2.0, -2.0),  # was nan
+    ('betainc(2, 1, x) at 1', lambda x: sp.betainc(2.0, 1.0, x), 1.0, 2.0, 2.0),
+    ('betainc(2, 3, x) at 0', lambda x: sp.betainc(2.0, 3.0, x), 0.0, 0.0, 12.0),
+    ('expit at 40', sp.expit, 40.0, math.exp(-40) / (1 + math.exp(-40)) ** 2, None),  # was 0
+    ('chi2.logpdf(x, 2) at 0', lambda x: stats.chi2.logpdf(x, 2.0), 0.0, -0.5, 0.0),  # raised
+    ('gamma.logpdf(x, 1) at 0', lambda x: stats.gamma.logpdf(x, 1.0), 0.0, -1.0, 0.0),
+    ('beta.logpdf(x, 1, 2) at 0', lambda x: stats.beta.logpdf(x, 1.0, 2.0), 0.0, -1.0, -1.0),
+    ('beta.logpdf(x, 2, 1) at 1', lambda x: stats.beta.logpdf(x, 2.0, 1.0), 1.0, 1.0, -1.0),
+    ('poisson.logpmf(0, mu) at 0', lambda m: stats.poisson.logpmf(0.0, m), 0.0, -1.0, 0.0),
+    ('gamma.cdf(x, 1) at 0', lambda x: stats.gamma.cdf(x, 1.0), 0.0, 1.0, -1.0),
+    ('gamma.cdf(x, 2) at 0', lambda x: stats.gamma.cdf(x, 2.0), 0.0, 0.0, 1.0),        # f'' was nan
+    ('beta.cdf(x, 1, 2) at 0', lambda x: stats.beta.cdf(x, 1.0, 2.0), 0.0, 2.0, -2.0),
+    ('beta.cdf(x, 3, 171.5) at 1', lambda x: stats.beta.cdf(x, 3.0, 171.5), 1.0, 0.0, 0.0),
+    # digamma(a) - digamma(a + b) cancelled for b small beside a (0.3% off at b = 1e-12)
+    ('betaln(a, 1e-12) in a', lambda a: sp.betaln(a, 1e-12), 10.0, -1.0516633568168022e-13,
+     1.1049834970800907e-14),
+    ('beta(1e-12, b) in b', lambda b: sp.beta(1e-12, b), 1.948815309566029, -0.6662859570380562, None),
+]
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+@pytest.mark.parametrize('name, f, x, d1, d2', EXACT_AT_SPECIAL_POINTS,
+                         ids=[c[0] for c in EXACT_AT_SPECIAL_POINTS])
+def test_derivatives_at_special_points_in_every_mode(name, f, x, d1, d2):
+    for op in (nd.derivative, nd.gradient_r, nd.gradient_f, lambda f: nd.stage(nd.gradient_r(f))):
+        assert math.isclose(op(f)(x), d1, rel_tol=1e-13, abs_tol=1e-300), (name, op)
+    got = nd.gradient_r(lambda v: anp_sum(f(v)))(np.array([x, x]))     # arrays too
+    assert np.allclose(got, d1, rtol=1e-13, atol=0)
+    if d2 is not None:
+        for pairing, (outer, inner) in PAIRINGS.items():
+            assert math.isclose(outer(inner(f))(x), d2, rel_tol=1e-12, abs_tol=1e-15), (name, pairing)
+
+
+def anp_sum(v):
+    return nd.numpy.sum(v)
+
+
+@pytest.mark.parametrize('fn', [sp.xlogy, sp.xlog1py])
+def test_mixed_second_derivative_of_xlogy_at_x_zero(fn):
+    # The y-partial was where(x == 0, 0, x / y): its derivative in x, 1/y, was 0 at x = 0,
+    # so the Hessian was not symmetric ([[0, 0.5], [0, 0]] at (0, 2) for xlogy).
+    y = 2.0
+    inv = 1 / y if fn is sp.xlogy else 1 / (1 + y)
+    for outer, inner in PAIRINGS.values():
+        assert math.isclose(outer(lambda x: inner(lambda y: fn(x, y))(2.0))(0.0), inv, rel_tol=1e-15)
+        assert math.isclose(outer(lambda y: inner(lambda x: fn(x, y))(0.0))(2.0), inv, rel_tol=1e-15)
+    H = nd.hessian(lambda v: fn(v[0], v[1]))(np.array([0.0, y]))
+    assert np.allclose(H, [[0.0, inv], [inv, -0.0]], rtol=1e-15, atol=0)
+    assert nd.gradient_r(lambda y: fn(0.0, y))(0.0 if fn is sp.xlogy else -1.0) == 0.0
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+def test_extreme_parameters_give_ieee_answers_not_python_errors():
+    # rules computed (z ** 2) and (2 df df u) on Python floats: OverflowError and
+    # ZeroDivisionError where numpy gives inf or nan
+    assert math.isnan(nd.gradient_r(lambda s: stats.norm.pdf(-5.58, 0.88, s))(1e-300))
+    assert nd.gradient_r(lambda d: stats.t.logpdf(-5.6, d, -4.5, 1e8))(1e-300) == math.inf

@@ -54,6 +54,8 @@ def _neg_axes(axis, ndim):
     """``axis`` (None, int or tuple) as a tuple of negative axes of an ndim-array."""
     if axis is None:
         return tuple(range(-ndim, 0))
+    if ndim == 0 and axis in (0, -1):
+        return ()          # numpy reduces a 0-d array over axis 0 or -1 as over no axis
     if isinstance(axis, (tuple, list)):
         return tuple(sorted((a % ndim) - ndim for a in axis))
     return ((axis % ndim) - ndim,)
@@ -381,18 +383,31 @@ _MULTIPLY_JVPS = (_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, ou
 _MULTIPLY_VJPS = (lambda g, x, y, out: sum_to(g * y, _shape(x)),
                   lambda g, x, y, out: sum_to(x * g, _shape(y)))
 _multiply = _define('multiply', _np.multiply, jvps=_MULTIPLY_JVPS, vjps=_MULTIPLY_VJPS)
+# (divide, not /, in the rules: IEEE on Python floats too, as numpy is)
 _divide = _define('divide', _np.true_divide,
-                  jvps=(_jvp2(lambda t, x, y, out: t / y)[0],
-                        _jvp2(lambda t, x, y, out: -(out / y) * t)[1]),
-                  vjps=(lambda g, x, y, out: sum_to(g / y, _shape(x)),
-                        lambda g, x, y, out: sum_to(-(out / y) * g, _shape(y))))
+                  jvps=(_jvp2(lambda t, x, y, out: divide(t, y))[0],
+                        _jvp2(lambda t, x, y, out: -divide(out, y) * t)[1]),
+                  vjps=(lambda g, x, y, out: sum_to(divide(g, y), _shape(x)),
+                        lambda g, x, y, out: sum_to(-divide(out, y) * g, _shape(y))))
 
 # On scalars these go straight to the scalar primitives (not through ``x + y``: a numpy
 # scalar operand would send that back here through __array_ufunc__).
 add = _binary_public('add', _add, lambda x, y: _lift2(_scalar.ADD, x, y))
 subtract = _binary_public('subtract', _subtract, lambda x, y: _lift2(_scalar.SUB, x, y))
 multiply = _binary_public('multiply', _multiply, lambda x, y: _lift2(_scalar.MUL, x, y))
-divide = true_divide = _binary_public('divide', _divide, lambda x, y: _lift2(_scalar.DIV, x, y))
+def _ieee(scalar, prim):
+    """A scalar fast path that keeps numpy's IEEE answer where Python's float raises
+    (x / 0.0, x % 0.0): the array primitive gives it, as numpy does on plain numbers."""
+    def fast(x, y):
+        try:
+            return _lift2(scalar, x, y)
+        except ZeroDivisionError:
+            return prim(x, y)
+    fast.__name__ = scalar.name
+    return fast
+
+
+divide = true_divide = _binary_public('divide', _divide, _ieee(_scalar.DIV, _divide))
 for _n, _p in (('add', _add), ('sub', _subtract), ('mul', _multiply), ('div', _divide)):
     ARRAY_ROUTES[_n] = _p
 
@@ -422,11 +437,6 @@ for _prim, _npfn in _registry.ELEMENTWISE:
             _elementwise2(_npfn.__name__, _npfn, _prim.lifted, *_prim.partials), 'nestad.numpy')
 
 
-def _scalar_mod(x, y):
-    return _lift2(_scalar.MOD, x, y)
-
-
-_scalar_mod.__name__ = 'mod'
 
 
 def _tie(a, b):
@@ -440,9 +450,12 @@ minimum = _elementwise2('minimum', _np.minimum, _scalar.minimum,
                         lambda x, y, out: _tie(y, x), lambda x, y, out: _tie(x, y))
 logaddexp = _elementwise2('logaddexp', _np.logaddexp, None,
                           lambda x, y, out: exp(x - out), lambda x, y, out: exp(y - out))
-mod = remainder = _elementwise2('mod', _np.mod, _scalar_mod,
-                                lambda x, y, out: 1.0,
-                                lambda x, y, out: -_np.floor(primal_value(x) / primal_value(y)))
+_mod = _define('mod', _np.mod,
+               jvps=(_jvp2(lambda t, x, y, out: t)[0],
+                     _jvp2(lambda t, x, y, out: -floor_divide(x, y) * t)[1]),
+               vjps=(lambda g, x, y, out: sum_to(g, _shape(x)),
+                     lambda g, x, y, out: sum_to(-floor_divide(x, y) * g, _shape(y))))
+mod = remainder = _binary_public('mod', _mod, _ieee(_scalar.MOD, _mod))
 
 
 # ---------------------------------------------------------------- selection
@@ -757,6 +770,8 @@ def mean(x, axis=None, keepdims=False):
     x, axis = _as_operand(x), _norm_axis(axis)
     if not isinstance(x, Perturbed):
         return _np.mean(_plain_operand(x, 'mean'), axis=axis, keepdims=keepdims)
+    if _ndim(x) == 0 and axis is not None:
+        _np.mean(primal_value(x), axis=axis)   # numpy's AxisError (its sum takes axis 0 of a 0-d array)
     if _np.result_type(primal_value(x)).kind in 'biu':      # numpy sums integers in float64
         x = multiply(x, 1.0)
     n = _np.prod([_shape(x)[a] for a in _neg_axes(axis, _ndim(x))], dtype=float)
@@ -1009,7 +1024,7 @@ def vstack(arrays):
 
 def array(obj, dtype=None):
     """Like numpy.array, but a (nested) list holding nestad numbers becomes a nestad array."""
-    if isinstance(obj, Perturbed):
+    if isinstance(obj, Perturbed) or is_tracer(obj):
         return obj
     if isinstance(obj, (list, tuple)) and _holds_perturbed(obj):
         return stack([array(o) if isinstance(o, (list, tuple)) else o for o in obj])
@@ -1020,8 +1035,9 @@ asarray = array
 
 
 def _holds_perturbed(obj):
-    return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple)) else isinstance(o, Perturbed)
-                        for o in obj)
+    """Does a (nested) list hold nestad numbers, perturbed or traced (staged code)?"""
+    return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple))
+                        else isinstance(o, Perturbed) or is_tracer(o) for o in obj)
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
@@ -1060,8 +1076,8 @@ _cumsum = _define('cumsum', lambda x, axis: _np.cumsum(x, axis=axis),
 
 def cumsum(x, axis=None):
     x = _as_operand(x)
-    if axis is None:
-        x, axis = ravel(x), 0
+    if axis is None or _ndim(x) == 0:       # (numpy's cumsum of a 0-d array is 1-d)
+        x, axis = ravel(x), 0 if axis is None else axis
     return _cumsum(x, axis=(axis % _ndim(x)) - _ndim(x))
 
 

@@ -5,11 +5,12 @@ import math
 
 import numpy as _np
 
-from . import (_as_operand, _axis_index, _elementwise2, _ndim, _shape, absolute, astype, concatenate, exp2,
-               getitem, isfinite, isnan, maximum, minimum, negative, power, reshape, sin,
-               transpose, vstack, where)
+from . import (_as_operand, _axis_index, _elementwise2, _ndim, _plain_operand, _shape, absolute,
+               astype, concatenate, exp2, getitem, isfinite, isnan, maximum, minimum, negative,
+               power, reshape, sin, transpose, vstack, where)
 from ..errors import InvalidInputError
-from ..values import primal_value
+from ..tracer import is_tracer
+from ..values import Perturbed, primal_value
 
 __all__ = ['rad2deg', 'degrees', 'deg2rad', 'radians', 'fabs', 'sinc', 'logaddexp2',
            'nan_to_num', 'real_if_close', 'angle', 'rot90', 'atleast_3d', 'rollaxis', 'select',
@@ -42,16 +43,18 @@ def sinc(x):
     differentiating the quotient there cancels catastrophically (and gives 0/0 at 0)."""
     x = _as_operand(x)
     v = primal_value(x)
+    if not isinstance(x, Perturbed) and not is_tracer(v):
+        return _np.sinc(_plain_operand(x, 'sinc'))
     small = _np.abs(v) < 1.0 / _np.pi
-    if not _np.any(small):
+    if not is_tracer(small) and not _np.any(small):
         return sin(_np.pi * x) / (_np.pi * x)
     t = _np.pi * where(small, x, 0.0)
     s = t * t
     series = _SINC_SERIES[-1]
     for c in reversed(_SINC_SERIES[:-1]):
         series = series * s + c
-    if _np.all(small):
-        return series
+    # numpy's value (the series' differs by an ulp), the series' derivatives
+    series = series + (_np.sinc(primal_value(where(small, x, 0.0))) - primal_value(series))
     safe = where(small, 1.0, x)
     return where(small, series, sin(_np.pi * safe) / (_np.pi * safe))
 
@@ -128,13 +131,15 @@ def column_stack(tup):
 row_stack = vstack
 
 
+# Of two equal values (0.0 and -0.0) numpy's fmax/fmin give the first, its maximum/minimum
+# the second: hence maximum(y, x).  The tie rule splits the derivative either way.
 def fmax(x, y):
     """maximum that ignores nan (the other argument wins)."""
-    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, maximum(x, y)))
+    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, maximum(y, x)))
 
 
 def fmin(x, y):
-    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, minimum(x, y)))
+    return where(isnan(primal_value(x)), y, where(isnan(primal_value(y)), x, minimum(y, x)))
 
 
 def gradient(f, *varargs, axis=None, edge_order=1):

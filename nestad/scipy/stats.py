@@ -14,8 +14,10 @@ import scipy.stats as _st
 
 from .. import numpy as anp
 from ..extend import primitive
+from ..primitives import recip
 from ..values import primal_value
-from .special import _no_derivative, _own, digamma, gammaln, polygamma
+from .special import _at_edge, _no_derivative, _own, _ratio, digamma, gammaln, polygamma
+from .special import beta as beta_fn
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
@@ -31,6 +33,10 @@ def _namespace(**functions):
 
 # ---------------------------------------------------------------- normal
 
+def _sq(v):
+    return v * v            # (not v ** 2: Python's float power raises OverflowError)
+
+
 def _z(x, loc, scale):
     return (x - loc) / scale
 
@@ -39,12 +45,12 @@ _norm_logpdf = _define(
     'norm.logpdf', lambda x, loc, scale: _st.norm.logpdf(x, loc, scale),
     lambda x, loc, scale, out: -_z(x, loc, scale) / scale,
     lambda x, loc, scale, out: _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: (_z(x, loc, scale) ** 2 - 1.0) / scale)
+    lambda x, loc, scale, out: (_sq(_z(x, loc, scale)) - 1.0) / scale)
 _norm_pdf = _define(
     'norm.pdf', lambda x, loc, scale: _st.norm.pdf(x, loc, scale),
     lambda x, loc, scale, out: -out * _z(x, loc, scale) / scale,
     lambda x, loc, scale, out: out * _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: out * (_z(x, loc, scale) ** 2 - 1.0) / scale)
+    lambda x, loc, scale, out: out * (_sq(_z(x, loc, scale)) - 1.0) / scale)
 _norm_cdf = _define(
     'norm.cdf', lambda x, loc, scale: _st.norm.cdf(x, loc, scale),
     lambda x, loc, scale, out: _norm_pdf(x, loc, scale),
@@ -87,9 +93,9 @@ _t_logpdf = _define(
     lambda x, df, loc, scale, out: -(df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
     lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - 0.5 / df
     - 0.5 * anp.log(_t_u(x, df, loc, scale)[1])
-    + (df + 1.0) * _z(x, loc, scale) ** 2 / (2.0 * df * df * _t_u(x, df, loc, scale)[1]),
+    + (df + 1.0) * _sq(_z(x, loc, scale)) * recip(2.0 * df * df * _t_u(x, df, loc, scale)[1]),
     lambda x, df, loc, scale, out: (df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: ((df + 1.0) * _z(x, loc, scale) ** 2
+    lambda x, df, loc, scale, out: ((df + 1.0) * _sq(_z(x, loc, scale))
                                     / (df * _t_u(x, df, loc, scale)[1]) - 1.0) / scale)
 _t_cdf = _define(
     't.cdf', lambda x, df, loc, scale: _st.t.cdf(x, df, loc, scale),
@@ -109,16 +115,25 @@ t = _namespace(
 
 _gamma_logpdf = _define(
     'gamma.logpdf', lambda x, a, loc, scale: _st.gamma.logpdf(x, a, loc, scale),
-    lambda x, a, loc, scale, out: ((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: (_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
     lambda x, a, loc, scale, out: anp.log(_z(x, loc, scale)) - digamma(a),
-    lambda x, a, loc, scale, out: -((a - 1.0) / _z(x, loc, scale) - 1.0) / scale,
+    lambda x, a, loc, scale, out: -(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
     lambda x, a, loc, scale, out: (_z(x, loc, scale) - a) / scale)
+def _gamma_pdf(x, a, loc, scale):
+    # exp(logpdf), but at the support's end (z = 0) z^(a-1) e^-z / (Gamma(a) scale), whose
+    # derivatives are exact there (the logarithm's are 0 * inf)
+    edge = primal_value(_z(x, loc, scale)) == 0
+    return _at_edge(edge, lambda x: anp.power(_z(x, loc, scale), a - 1.0)
+                    * anp.exp(-_z(x, loc, scale) - gammaln(a)) / scale,
+                    lambda x: anp.exp(_gamma_logpdf(x, a, loc, scale)), loc + scale)(x)
+
+
 _gamma_cdf = _define(
     'gamma.cdf', lambda x, a, loc, scale: _st.gamma.cdf(x, a, loc, scale),
-    lambda x, a, loc, scale, out: anp.exp(_gamma_logpdf(x, a, loc, scale)),
+    lambda x, a, loc, scale, out: _gamma_pdf(x, a, loc, scale),
     _no_derivative('stats.gamma.cdf', 'a', _SHAPE),
-    lambda x, a, loc, scale, out: -anp.exp(_gamma_logpdf(x, a, loc, scale)),
-    lambda x, a, loc, scale, out: -anp.exp(_gamma_logpdf(x, a, loc, scale)) * _z(x, loc, scale))
+    lambda x, a, loc, scale, out: -_gamma_pdf(x, a, loc, scale),
+    lambda x, a, loc, scale, out: -_gamma_pdf(x, a, loc, scale) * _z(x, loc, scale))
 
 gamma = _namespace(
     logpdf=lambda x, a, loc=0.0, scale=1.0: _gamma_logpdf(x, a, loc, scale),
@@ -130,12 +145,20 @@ gamma = _namespace(
 
 _beta_logpdf = _define(
     'beta.logpdf', lambda x, a, b: _st.beta.logpdf(x, a, b),
-    lambda x, a, b, out: (a - 1.0) / x - (b - 1.0) / (1.0 - x),
+    lambda x, a, b, out: _ratio(a - 1.0, x) - _ratio(b - 1.0, 1.0 - x),
     lambda x, a, b, out: anp.log(x) - digamma(a) + digamma(a + b),
     lambda x, a, b, out: anp.log1p(-x) - digamma(b) + digamma(a + b))
+def _beta_pdf(x, a, b):
+    # exp(logpdf), but by powers at 0 and 1, where the logarithm's derivatives are 0 * inf
+    xv = primal_value(x)
+    return _at_edge(np.logical_or(xv == 0, xv == 1),
+                    lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta_fn(a, b),
+                    lambda x: anp.exp(_beta_logpdf(x, a, b)), 0.5)(x)
+
+
 _beta_cdf = _define(
     'beta.cdf', lambda x, a, b: _st.beta.cdf(x, a, b),
-    lambda x, a, b, out: anp.exp(_beta_logpdf(x, a, b)),
+    lambda x, a, b, out: _beta_pdf(x, a, b),
     _no_derivative('stats.beta.cdf', 'a', _SHAPE), _no_derivative('stats.beta.cdf', 'b', _SHAPE))
 
 beta = _namespace(logpdf=_beta_logpdf, pdf=lambda x, a, b: anp.exp(_beta_logpdf(x, a, b)),
@@ -147,7 +170,7 @@ beta = _namespace(logpdf=_beta_logpdf, pdf=lambda x, a, b: anp.exp(_beta_logpdf(
 _poisson_logpmf = _define(
     'poisson.logpmf', lambda k, mu: _st.poisson.logpmf(k, mu),
     _no_derivative('stats.poisson.logpmf', 'k', "it is a count"),
-    lambda k, mu, out: k / mu - 1.0)
+    lambda k, mu, out: _ratio(k, mu) - 1.0)
 _poisson_cdf = _define(
     'poisson.cdf', lambda k, mu: _st.poisson.cdf(k, mu),
     _no_derivative('stats.poisson.cdf', 'k', "it is a count"),
@@ -161,7 +184,7 @@ poisson = _namespace(logpmf=_poisson_logpmf, pmf=lambda k, mu: anp.exp(_poisson_
 
 _chi2_logpdf = _define(
     'chi2.logpdf', lambda x, df: _st.chi2.logpdf(x, df),
-    lambda x, df, out: (df / 2.0 - 1.0) / x - 0.5,
+    lambda x, df, out: _ratio(df / 2.0 - 1.0, x) - 0.5,
     lambda x, df, out: 0.5 * (anp.log(x / 2.0) - digamma(df / 2.0)))
 chi2 = _namespace(logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
 

@@ -15,16 +15,25 @@ staged functions like any other, so they peel those off the same way, one run at
 time.  Inside a trace, arguments are tracers under the perturbations, and the staged
 jvp/vjp are traced through.
 """
-from ..custom import apply, forward_result, jvp_of, peel, recomputing_cells, vjp_of
+from ..custom import apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, vjp_of
+from .tracing import closure_error
 
 
 def call_perturbed(staged, leaves, tree):
     top, carried, primals, forward = peel(leaves)
+    # A result carrying run ``top`` (or a later one) although ``f`` ran on primals without
+    # it: ``f`` read a value of that run from its closure.  The rules, applied from the
+    # arguments alone, would drop that dependence (a silent wrong derivative when ``f`` is
+    # traced through inside another trace, where no output check sees it).
     if forward:
         tangents = [x.tangent for x, c in zip(leaves, carried) if c]
         out, tangent = _derived(staged, 'jvp', tree, carried)(primals, tangents)
+        if reads_closure((out, tangent), top):
+            raise closure_error()
         return forward_result(top, out, tangent)
     out = apply(staged, tree, primals)
+    if reads_closure(out, top):
+        raise closure_error()
     return recomputing_cells(top, leaves, carried, primals, out,
                              _derived(staged, 'vjp', tree, carried), "a staged function")
 
@@ -35,6 +44,6 @@ def _derived(staged, kind, tree, carried):
     fn = staged.derived.get(key)
     if fn is None:
         make = jvp_of(staged.f, tree, carried, "stage") if kind == 'jvp' else \
-            vjp_of(staged.f, tree, carried)
+            vjp_of(staged.f, tree, carried, closure_error)
         fn = staged.derived[key] = staged.derive(make)
     return fn

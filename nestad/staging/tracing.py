@@ -82,11 +82,7 @@ def _output(x, t, k, out):
                                "nestad.trace/stage call (it escaped through a closure)")
         return x.var
     if isinstance(x, Perturbed):
-        raise StagingError(
-            "the staged function returned a value carrying a perturbation from outside it: "
-            "it closes over a value being differentiated. Pass that value to the staged "
-            "function as an argument instead of capturing it, so that the derivative "
-            "flows through the argument.")
+        raise closure_error()
     if isinstance(x, (Real, np.ndarray)):
         return x                        # a constant output
     if callable(x):
@@ -94,6 +90,14 @@ def _output(x, t, k, out):
                            f"{k} is {x!r:.60}); stage the function it returns instead")
     raise StagingError(f"output {k} of the staged function is a {type(x).__name__}, not a "
                        "number or array")
+
+
+def closure_error():
+    return StagingError(
+        "the staged function returned a value carrying a perturbation from outside it: "
+        "it closes over a value being differentiated. Pass that value to the staged "
+        "function as an argument instead of capturing it, so that the derivative "
+        "flows through the argument.")
 
 
 def _input_names(f, args_kwargs, static):
