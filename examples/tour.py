@@ -72,7 +72,42 @@ H = nd.hessian(lambda x: nd.numpy.logsumexp(A @ x))(x0)
 p = np.exp(A @ x0) / np.sum(np.exp(A @ x0))
 show("hessian(logsumexp(A @ x))[0][1]", H[0, 1], (A.T @ (np.diag(p) - np.outer(p, p)) @ A)[0, 1])
 
-print("7. Bad input is refused, not silently wrong")
+print("7. Linear algebra: d(largest eigenvalue)/dS through eigh (numpy reads the lower triangle)")
+S = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.3], [0.0, 0.3, -1.0]])
+G = gradient_r(lambda s: nd.numpy.linalg.eigh(s)[0][-1])(S)
+v = np.linalg.eigh(S)[1][:, -1]
+show("gradient_r(largest eigenvalue of S)[1][0] = 2 v1 v0", G[1, 0], 2 * v[0] * v[1])
+
+print("8. Implicit derivatives and your own primitives")
+sqrt_heron = lambda a: nd.fixed_point(lambda x, a: (x + a / x) / 2, 1.0, a)
+show("d/da fixed_point(Heron) at 9  (implicit, not unrolled)", derivative(sqrt_heron)(9.0), 1 / 6)
+
+
+@nd.primitive
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+softplus = softplus.defpartials(lambda x, out: nd.exp(x - out))     # d out / dx, nestable
+show("2nd derivative of a custom softplus at 0", derivative(derivative(softplus))(0.0), 0.25)
+
+print("9. Derivatives as programs: trace once, print, compile, replay")
+
+
+def seed_002(x, y):                 # the example of seed 002: eight lines of ANF
+    p = 7 * x
+    r = 1 / y
+    q = p * x * 5
+    return 2 * p * q + 3 * r
+
+
+program = nd.trace(seed_002, 2.0, 3.0)
+print("  " + str(program).replace("\n", "\n  "))
+d2 = nd.stage(derivative(gradient_r(lambda x: x * nd.exp(x))))
+show("stage(derivative(gradient_r(x e^x)))(0.5) = (2 + x) e^x", d2(0.5), 2.5 * math.exp(0.5))
+show("  the same staged function, second call (compiled)", d2(1.5), 3.5 * math.exp(1.5))
+
+print("10. Bad input is refused, not silently wrong")
 try:
     gradient_r(lambda v: [v[0], v[1]])([1.0, 2.0])
 except nd.NonScalarOutputError as e:
