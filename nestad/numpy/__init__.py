@@ -783,6 +783,8 @@ def _exclusive_cumprod(y):
     cumprod; perturbed ones a log-depth scan of lifted multiplies, so that derivatives of
     every order are again products of entries (exact at and near zeros)."""
     n = _shape(y)[-1]
+    if n == 0:                     # nothing to multiply (an empty axis)
+        return y
     if not isinstance(y, Perturbed):
         return _np.concatenate([_np.ones_like(y[..., :1]), _np.cumprod(y[..., :n - 1], axis=-1)],
                                axis=-1)
@@ -806,7 +808,7 @@ def _prod_others(x, axis):
     xs = _shape(x)
     # plain x (a first derivative): numpy's own functions, without the lifted calls
     tr, rs = (_np.transpose, _np.reshape) if not isinstance(x, Perturbed) else (transpose, reshape)
-    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (-1,))
+    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (int(_np.prod([xs[a] for a in reduced])),))
     if isinstance(x, Perturbed):       # prefix and (reversed) suffix products in one scan
         both = _exclusive_cumprod(stack([y, y[..., ::-1]]))
         others = both[0] * both[1][..., ::-1]
@@ -935,8 +937,8 @@ def _inner_vjp(k):
         n = _shape(a)[-1]
         g2 = reshape(g, (int(_np.prod(_shape(a)[:-1])), int(_np.prod(_shape(b)[:-1]))))
         if k == 0:
-            return reshape(matmul(g2, reshape(b, (-1, n))), _shape(a))
-        return reshape(matmul(transpose(g2), reshape(a, (-1, n))), _shape(b))
+            return reshape(matmul(g2, reshape(b, (_shape(g2)[1], n))), _shape(a))
+        return reshape(matmul(transpose(g2), reshape(a, (_shape(g2)[0], n))), _shape(b))
     return vjp
 
 
@@ -955,7 +957,7 @@ def inner(a, b):
 def _vdot_jvp(k):
     def jvp(t, a, b, out):
         x, other = (a, b) if k == 0 else (b, a)
-        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (-1,)), ravel(other))
+        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (int(_np.prod(_shape(x))),)), ravel(other))
     return jvp
 
 

@@ -453,7 +453,9 @@ def _merged(a, axis):
     axes = sorted({_axis_index(ax, nd_) for ax in (axis if isinstance(axis, (tuple, list)) else (axis,))})
     kept = [d for d in range(nd_) if d not in axes]
     a = transpose(a, kept + axes)
-    return reshape(a, tuple(_shape(a)[:len(kept)]) + (-1,))
+    kept_shape = tuple(_shape(a)[:len(kept)])
+    # (the merged length spelled out: -1 is ambiguous when a kept axis is empty)
+    return reshape(a, kept_shape + (int(_np.prod(_shape(a)[len(kept):])),))
 
 
 def _nan_last(s, result):

@@ -1,0 +1,69 @@
+"""Regression tests for what fuzzing found in nestad.numpy's manipulation, statistics,
+contraction and linear-algebra functions and in the staging passes
+(``benchmarks/fuzz_numpy.py``, ``benchmarks/fuzz_staging.py``; notes/hardening.md)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+
+
+def modes(F, x):
+    """gradient_r, gradient_f and the four Hessian pairings of a scalar F at x."""
+    g = [nd.gradient_r(F)(x), nd.gradient_f(F)(x)]
+    h = [o(i(F))(x) for o in (nd.jacobian_f, nd.jacobian_r) for i in (nd.gradient_f, nd.gradient_r)]
+    return g, h
+
+
+# ---------------------------------------------------------------- empty arrays
+
+@pytest.mark.parametrize("shape, axis", [((0,), None), ((2, 0), 0), ((2, 0), -1), ((0, 3), 0),
+                                         ((0, 3), None), ((2, 0), (0, 1))])
+@pytest.mark.parametrize("fn", [anp.prod, anp.nanprod, anp.cumprod, anp.median, anp.sum])
+def test_reductions_of_empty_arrays_differentiate_in_every_mode(shape, axis, fn):
+    # prod's and cumprod's rules reshaped with -1 (ambiguous for a size-0 array) and
+    # padded the empty scan with a one; median/quantile merged the axes the same way
+    if fn is anp.cumprod and isinstance(axis, tuple):
+        return
+    x = np.ones(shape)
+    F = lambda x: anp.sum(fn(x, axis=axis))          # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        for g in modes(F, x)[0]:
+            assert g.shape == shape
+        for h in modes(F, x)[1]:
+            assert h.shape == shape + shape
+
+
+def test_quantile_over_an_axis_beside_an_empty_one():
+    x = np.ones((2, 0))
+    p, t = nd.jvp(lambda x: anp.quantile(x, 0.3, axis=0, keepdims=True), (x,), (x,))
+    assert p.shape == t.shape == np.quantile(x, 0.3, axis=0, keepdims=True).shape == (1, 0)
+
+
+def test_inner_and_vdot_of_empty_vectors():
+    e = np.ones((3, 0))
+    assert nd.gradient_r(lambda x: anp.sum(anp.inner(x, np.ones((2, 0)))))(e).shape == (3, 0)
+    assert nd.hessian(lambda x: anp.sum(anp.inner(x, x)))(e).shape == (3, 0, 3, 0)
+    assert nd.gradient_f(lambda x: anp.vdot(x, x))(np.ones(0)).shape == (0,)
+
+
+def test_jacobian_r_of_an_empty_output_is_an_empty_block():
+    x = np.ones((3, 3))
+    for op in (nd.jacobian_f, nd.jacobian_r):
+        J = op(lambda x: (anp.tile(x, 0), x[0]))(x)
+        assert J[0].shape == (3, 0, 3, 3) and J[1].shape == (3, 3, 3)
+    assert nd.jacobian_r(lambda x: anp.tile(x, 0))(x.astype(np.float32)).dtype == np.float32
+
+
+def test_users_unbatched_jvp_rule_on_an_empty_array():
+    # a rule for one tangent is applied to each of a batch: none for an empty argument
+    @nd.primitive
+    def sq(x):
+        return x * x
+    sq.defjvp(lambda t, x, out: 2 * x * t)
+    sq.defvjp(lambda g, x, out: 2 * x * g)
+    assert nd.gradient_f(lambda x: anp.sum(sq(x)))(np.ones(0)).shape == (0,)
+    assert nd.jacobian_f(sq)(np.ones((2, 0))).shape == (2, 0, 2, 0)
