@@ -67,3 +67,41 @@ def test_users_unbatched_jvp_rule_on_an_empty_array():
     sq.defvjp(lambda g, x, out: 2 * x * g)
     assert nd.gradient_f(lambda x: anp.sum(sq(x)))(np.ones(0)).shape == (0,)
     assert nd.jacobian_f(sq)(np.ones((2, 0))).shape == (2, 0, 2, 0)
+
+# ---------------------------------------------------------------- nanvar, nanstd
+
+def _nan_free(name, ddof):
+    def F(x):
+        v = getattr(anp, name)(x, axis=1, ddof=ddof)
+        return anp.sum(anp.where(np.isnan(getattr(np, name)(nd.primal_value(x), axis=1, ddof=ddof)),
+                                 0.0, v))
+    return F
+
+
+@pytest.mark.parametrize("name", ["nanvar", "nanstd"])
+@pytest.mark.parametrize("ddof", [0, 1, 2, 3])
+def test_nanvar_nanstd_without_degrees_of_freedom_are_constants_in_both_modes(name, ddof):
+    # dof <= 0 gives numpy's constant nan: forward mode gave derivative nan where reverse
+    # gave 0 (a division by dof = 0 and sqrt(nan)); a slice with one entry that is not nan
+    # has std 0 whatever it is (derivative 0, as std's of one entry)
+    x = np.array([[0.3, 1.2, -0.5], [0.1, np.nan, np.nan], [np.nan] * 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        want = getattr(np, name)(x, axis=1, ddof=ddof)
+        got = nd.jvp(lambda x: getattr(anp, name)(x, axis=1, ddof=ddof), (x,), (np.ones_like(x),))
+        np.testing.assert_array_equal(got[0], want)
+        assert not np.any(np.isnan(got[1][np.isnan(want)]))
+        F = _nan_free(name, ddof)
+        g, h = modes(F, x)
+    for a in g + h:
+        assert not np.any(np.isnan(a))
+    np.testing.assert_allclose(g[0], g[1], rtol=1e-12)
+    assert np.all(g[0][1:] == 0.0)             # the nan entries and the constant slices
+    for a in h[1:]:
+        np.testing.assert_allclose(a, h[0], rtol=1e-10, atol=1e-12)
+    # the first row is a regular slice (unless ddof leaves it no degree of freedom)
+    d = x[0] - x[0].mean()
+    n = 3 - ddof
+    want_row = 0 * d if n <= 0 else 2 * d / n if name == 'nanvar' else \
+        d / (n * np.sqrt(np.sum(d * d) / n))
+    np.testing.assert_allclose(g[0][0], want_row, rtol=1e-12)

@@ -389,6 +389,16 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
         return _np.nanvar(_plain_operand(a, 'nanvar'), axis, dtype, out, ddof,
                           **_kw(keepdims=keepdims, where=where, mean=mean, correction=correction))
     _refuse_options('nanvar', out=out, where=where, mean=mean)
+    v, bad, _ = _nanvar(a, axis, dtype, ddof, keepdims, correction)
+    return v if bad is None else where_(bad, _np.nan, v)
+
+
+def _nanvar(a, axis, dtype, ddof, keepdims, correction):
+    """(v, bad, count): numpy's nanvar where the degrees of freedom are positive, the mask
+    of slices where they are not (None if none), whose result is the constant nan, and the
+    number of entries of each slice that are not nan.  Where bad, v divides by 1 instead
+    of dof <= 0: a division by 0 (or a negative dof) would give the forward and reverse
+    modes different nan and 0 derivatives of that constant."""
     if correction is not _np._NoValue:
         ddof = correction
     axis = _norm_axis(axis)
@@ -399,13 +409,14 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
         avg = sum(arr, axis, keepdims=True) / _nan_count(mask, axis, True, dt)
         d = where_(mask, 0.0, arr - avg)
         v = sum(d * d, axis, keepdims is True)
-        dof = _nan_count(mask, axis, keepdims is True, dt) - ddof
-        v = v / dof
-    if _np.any(dof <= 0):
-        import warnings
-        warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=2)
-        v = where_(dof <= 0, _np.nan, v)
-    return v
+        count = _nan_count(mask, axis, keepdims is True, dt)
+        dof = count - ddof
+        bad = dof <= 0
+        if not _np.any(bad):
+            return v / dof, None, count
+    import warnings
+    warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
+    return v / where_(bad, 1.0, dof), bad, count
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
@@ -415,8 +426,20 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
     if not _traced(a):
         return _np.nanstd(_plain_operand(a, 'nanstd'), axis, dtype, out, ddof,
                           **_kw(keepdims=keepdims, where=where, mean=mean, correction=correction))
-    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
-                       correction=correction))
+    _refuse_options('nanstd', out=out, where=where, mean=mean)
+    v, bad, count = _nanvar(a, axis, dtype, ddof, keepdims, correction)
+    # A slice with one entry that is not nan has deviation 0 whatever it is: its std is
+    # the constant 0, as std's of one entry (not sqrt'(0) * 0 = nan).  The constants are
+    # chosen after sqrt, which sees 1 there, so that neither mode meets 0 * inf.
+    one = count == 1
+    if bad is not None:
+        one = one & ~bad
+    if bad is None and not _np.any(one):
+        return sqrt(v)
+    const = one if bad is None else (one | bad)
+    r = sqrt(where_(const, 1.0, v))
+    r = where_(one, 0.0, r)
+    return r if bad is None else where_(bad, _np.nan, r)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):   # noqa: A002
