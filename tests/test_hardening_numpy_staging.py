@@ -105,3 +105,35 @@ def test_nanvar_nanstd_without_degrees_of_freedom_are_constants_in_both_modes(na
     want_row = 0 * d if n <= 0 else 2 * d / n if name == 'nanvar' else \
         d / (n * np.sqrt(np.sum(d * d) / n))
     np.testing.assert_allclose(g[0][0], want_row, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- float32 tangents
+
+F32_CASES = {
+    'diag': lambda x: anp.diag(x[0], 1),
+    'max': lambda x: anp.max(x, axis=0),
+    'ptp': lambda x: anp.ptp(x),
+    'norm inf': lambda x: anp.linalg.norm(x, ord=np.inf),
+    'eigh': lambda x: anp.linalg.eigh(x + x.T)[1],
+    'eigvalsh': lambda x: anp.linalg.eigvalsh(x + x.T),
+    'pinv': lambda x: anp.linalg.pinv(x),
+    'linspace': lambda x: anp.linspace(x[0, 0], x[1, 1], 2),
+    'pad': lambda x: anp.pad(x, 1, constant_values=-0.0),
+    'var of one entry': lambda x: anp.var(x[0, 0]),
+    'average returned': lambda x: anp.average(x, returned=True)[1],
+    'matrix_power 0': lambda x: anp.linalg.matrix_power(x, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(F32_CASES))
+def test_jvp_tangents_have_the_outputs_dtype(name):
+    # rules with float64 constants (masks, identity matrices, zeros) made the tangent of
+    # a float32 output float64; an output that does not depend on x got float64 zeros
+    x = np.array([[1.5, -0.5], [0.25, 2.0]], np.float32)
+    p, t = nd.jvp(F32_CASES[name], (x,), (np.ones_like(x),))
+    assert np.asarray(p).dtype == np.float32
+    assert np.asarray(nd.primal_value(t)).dtype == np.float32, name
+    # a float32 x with a float64 operand: numpy's result is float64, and so is the tangent
+    x0 = x[0]
+    p, t = nd.jvp(lambda x: anp.fmod(x, np.array([2.0, 3.0])), (x0,), (np.ones_like(x0),))
+    assert p.dtype == np.float64 and t.dtype == np.float64
