@@ -137,3 +137,15 @@ def test_jvp_tangents_have_the_outputs_dtype(name):
     x0 = x[0]
     p, t = nd.jvp(lambda x: anp.fmod(x, np.array([2.0, 3.0])), (x0,), (np.ones_like(x0),))
     assert p.dtype == np.float64 and t.dtype == np.float64
+
+
+# ---------------------------------------------------------------- staged heaviside
+
+def test_heaviside_stages():
+    f = lambda x, y: anp.sum(anp.heaviside(x, y) * x)         # noqa: E731
+    x = np.array([0.0, 1.0, -1.0])
+    g = nd.stage(nd.gradient_r(f, argnums=(0, 1)))
+    for _ in range(2):                       # the trace, then the compiled program
+        gx, gy = g(x, 0.5)
+        np.testing.assert_array_equal(gx, [0.5, 1.0, 0.0])
+        assert gy == 0.0

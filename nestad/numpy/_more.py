@@ -204,7 +204,7 @@ def heaviside(x1, x2):
     x1, x2 = _as_operand(x1), _as_operand(x2)
     v1 = primal_value(x1)
     dt = _promoted(x1, x2)
-    return where(v1 == 0, astype(x2, dt), _np.heaviside(v1, _np.zeros((), dt)).astype(dt))
+    return where(v1 == 0, astype(x2, dt), astype(_np.heaviside(v1, _np.zeros((), dt)), dt))
 
 
 def float_power(x1, x2):
