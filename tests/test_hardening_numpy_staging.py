@@ -149,3 +149,22 @@ def test_heaviside_stages():
         gx, gy = g(x, 0.5)
         np.testing.assert_array_equal(gx, [0.5, 1.0, 0.0])
         assert gy == 0.0
+
+
+# ---------------------------------------------------------------- sharing loops
+
+def test_a_loop_equal_to_one_that_another_loop_subsumed():
+    # B's loop is the first slot of A's: B is shared with A.  C equals B and was pointed
+    # at B's results, which no equation computed any more: a KeyError when compiling.
+    def f(x):
+        cond = lambda s: s[0] < 3.0                            # noqa: E731
+        A = nd.while_loop(cond, lambda s: (s[0] + 1.0, s[1] * 0.5 + x), (0.0, x))
+        B = nd.while_loop(cond, lambda s: (s[0] + 1.0,), (0.0,))
+        C = nd.while_loop(cond, lambda s: (s[0] + 1.0,), (0.0,))
+        return A[1] + B[0] + C[0]
+    staged = nd.stage(f)
+    for x in (0.3, 0.3, -1.25):
+        assert staged(x) == f(x)
+    assert sum(e.op.name == 'while' for e in staged.programs()[0].eqns) == 1
+    G = nd.stage(nd.gradient_r(f))
+    assert G(0.3) == G(0.3) == nd.gradient_r(f)(0.3)
