@@ -168,3 +168,36 @@ def test_a_loop_equal_to_one_that_another_loop_subsumed():
     assert sum(e.op.name == 'while' for e in staged.programs()[0].eqns) == 1
     G = nd.stage(nd.gradient_r(f))
     assert G(0.3) == G(0.3) == nd.gradient_r(f)(0.3)
+
+
+# ---------------------------------------------------------------- constants that promote
+
+PROMOTING = {
+    'x * float64 scalar': lambda x: x * np.float64(2.0),
+    'x * 2.0 and x * float64 scalar': lambda x: (x * 2.0, x * np.float64(2.0)),
+    'x * int64 scalar': lambda x: x * np.int64(3),
+    'x * 0-d float64 array': lambda x: anp.multiply(x, np.array(2.0)),
+    'x * float64 ones': lambda x: x * np.ones(2),
+    'x * float64 constant array': lambda x: x * np.full(2, 3.0),
+    'x ** float64 2': lambda x: x ** np.float64(2.0),
+    'x ** float64 0': lambda x: x ** np.float64(0.0),
+    '-(x * float64 scalar)': lambda x: -(x * np.float64(3.0)),
+    'x / float64 scalar': lambda x: x / np.float64(3.0),
+    'x - float32 scalar': lambda x: x - np.float32(1.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROMOTING))
+def test_staged_float32_code_promotes_as_numpy_does(name):
+    # the tracer's identities turned a float64 constant into a Python float (float32 * 2.0
+    # stays float32), CSE took np.float64(2.0) for 2.0, and generated code wrote numpy
+    # scalars as Python literals: staged float32 code computed in float32 where eager code
+    # (numpy) promotes to float64
+    f = PROMOTING[name]
+    x = np.array([1.1, 2.3], np.float32)
+    want = f(x)
+    staged = nd.stage(f)
+    for _ in range(2):                       # the trace, then the compiled program
+        got = staged(x)
+        for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, want))):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

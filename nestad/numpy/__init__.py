@@ -1107,11 +1107,17 @@ for _qualname, _prim in _registry.PRIMITIVES.items():
 
 # Identities applied while tracing (nestad.tracer.SIMPLIFY): each gives a value equal to
 # the result bit for bit, so staged programs skip work the rules spell out in general.
+def _keeps_dtype(x, c):
+    """True if x (a tracer) combined with the constant c has x's dtype: numpy promotes a
+    float32 x with a float64 array or numpy scalar (not with a Python number)."""
+    return _np.result_type(x.dtype, c) == x.dtype
+
+
 def _is_ones(c, x):
     """A plain constant of ones that leaves x unchanged when multiplying it."""
     if isinstance(c, (int, float)) and not isinstance(c, bool):
-        return c == 1
-    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and \
+        return c == 1 and _keeps_dtype(x, c)
+    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and _keeps_dtype(x, c) and \
         _np.broadcast_shapes(c.shape, x.shape) == x.shape and bool(_np.all(c == 1))
 
 
@@ -1128,7 +1134,8 @@ def _times_one(x, y):
 
 
 def _power_identity(x, y):
-    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)):
+    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)) or \
+            not _keeps_dtype(x, y):
         return None
     if y == 0:
         return _np.ones(x.shape, x.dtype)
@@ -1187,11 +1194,12 @@ def _simplify_multiply(x, y):
         return same
     for c, t in ((x, y), (y, x)):        # by a constant array of one value: by that scalar
         if isinstance(c, _np.ndarray) and c.size and c.dtype.kind == 'f' and _float_tracer(t) \
-                and _np.broadcast_shapes(c.shape, _shape(t)) == _shape(t) \
+                and _keeps_dtype(t, c) and _np.broadcast_shapes(c.shape, _shape(t)) == _shape(t) \
                 and bool(_np.all(c == c.flat[0])):
             return multiply(t, float(c.flat[0]))
     c, t = (x, y) if _is_scalar_const(x) else (y, x) if _is_scalar_const(y) else (None, None)
-    if c is None or not _float_tracer(t):
+    # (a numpy scalar wider than t promotes the product: it is not a Python float there)
+    if c is None or not _float_tracer(t) or not _keeps_dtype(t, c):
         return None
     if c == -1:
         return negative(t)
