@@ -166,7 +166,9 @@ def _in_dtype(g, x):
     dt = _narrow_float(x)
     if dt is None or np.result_type(primal_value(g)) == dt:
         return g
-    return anp.astype(g, dt) if isinstance(g, Perturbed) else np.asarray(g).astype(dt)[()]
+    if isinstance(g, Perturbed) or is_tracer(g):     # (a staged gradient: the cast is recorded)
+        return anp.astype(g, dt)
+    return np.asarray(g).astype(dt)[()]
 
 
 # ---------------------------------------------------------------- forward mode
