@@ -238,3 +238,16 @@ def test_staged_gradient_cast_to_a_float32_argument():
         got = g(x)
         assert got.dtype == np.float32 and got.tolist() == [1.0, 0.5, 1.0]
 
+
+def test_program_transforms_of_a_loop_choosing_with_where():
+    # the transforms evaluate a recorded select on Bundles of tracers: it chose with a
+    # Python if (a guard, refused inside a loop body) instead of nestad.where
+    def f(x):
+        def body(s):
+            return (s[0] + 1.0, 0.6 * s[1] + 0.3 * nd.where(s[1] > 0.1, s[1] * 2.0, nd.sin(s[1])))
+        return nd.while_loop(lambda s: s[0] < 3.0, body, (0.0, x))[1]
+    program = nd.trace(f, 0.3)
+    for x in (0.3, -0.4):
+        value, tangent = nd.jvp(f, (x,), (1.0,))
+        assert program.jvp()(x, 1.0) == (value, tangent)
+        assert program.vjp()(x, 1.0) == (value, nd.gradient_r(f)(x))
