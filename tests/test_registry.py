@@ -92,6 +92,7 @@ ARRAY_ROWS = {
     'numpy.cumprod': (lambda x: anp.cumprod(x, axis=1), (np.array([[0.7, 0.0, -1.3, 0.4],
                                                                    [1.1, -0.6, 0.9, 0.0]]),)),
     'numpy.fmod': (anp.fmod, (np.array([2.3, -2.9, 1.7]), np.array([0.7, 0.8, -0.9]))),
+    'numpy.float_power': (anp.float_power, (np.array([0.5, 1.5, 2.0]), np.array([1.3, -0.7, 2.0]))),
     'numpy.astype': (lambda x: x.astype(np.float64) * 2.0, (_vec(),)),
     'numpy.linalg.solve': (anp.linalg.solve, (_mat(), _vec())),
     'numpy.linalg.inv': (anp.linalg.inv, (_mat(),)),
