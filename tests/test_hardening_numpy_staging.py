@@ -267,3 +267,38 @@ def test_float_power_has_numpys_values():
     np.testing.assert_allclose(t, y * x ** (y - 1), rtol=1e-14)
     assert nd.vjp(anp.float_power, x, y)[0].tobytes() == want.tobytes()
 
+
+# ---------------------------------------------------------------- constants of no degree of freedom
+
+NO_DOF = {
+    'var ddof > n': (lambda x: anp.var(x, axis=0, ddof=5), lambda x: np.var(x, axis=0, ddof=5)),
+    'std ddof = n': (lambda x: anp.std(x, axis=(0, 1), ddof=3), lambda x: np.std(x, axis=(0, 1), ddof=3)),
+    'cov ddof = n': (lambda x: anp.cov(x.T, ddof=3), lambda x: np.cov(x.T, ddof=3)),
+    'nanmean all-nan slice': (lambda x: anp.nanmean(x, axis=0), lambda x: np.nanmean(x, axis=0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_DOF))
+def test_statistics_without_degrees_of_freedom_are_constants_in_every_mode(name):
+    # numpy's inf or nan there (a division by 0): forward and reverse mode gave different
+    # inf and nan derivatives; they are constants, derivative 0 (as JAX gives)
+    f, npf = NO_DOF[name]
+    x = np.array([[1.97, np.nan], [1.45, np.nan], [-0.61, np.nan]])
+    if not name.startswith('nanmean'):
+        x = x[:, :1]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        want = npf(x)
+        p = nd.jvp(f, (x,), (np.ones_like(x),))[0]
+        assert np.array_equal(p, want, equal_nan=True)
+        F = lambda x: anp.sum(f(x))                 # noqa: E731  (inf or nan itself)
+        g, h = modes(F, x)
+    bad = ~np.isfinite(want)
+    for a in g:
+        assert a.shape == x.shape and not np.any(np.isnan(a))
+        if name.startswith('nanmean'):
+            np.testing.assert_array_equal(a[:, 1], 0.0)             # the all-nan slice
+        else:
+            assert bad.all() and np.all(a == 0.0)
+    for a in h:
+        assert not np.any(np.isnan(a))

@@ -62,6 +62,11 @@ def _var(x, axis, dtype, ddof, keepdims):
     # divided by max(n - ddof, 0)
     x = _float_operand(x, dtype)
     n = _count(x, axis)
+    if n - ddof <= 0:
+        # numpy divides by max(n - ddof, 0) = 0: inf (nan where the deviations are 0), a
+        # constant; its derivative through the division would be inf or nan, and differ
+        # between the modes
+        x = primal_value(x)
     m = sum(x, axis, keepdims=True) / float(n)
     # one entry per slice: the deviation is 0 whatever x is, so var and std are constants
     # (a derivative through sqrt(0) would be inf * 0 = nan)
@@ -181,12 +186,15 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = w_sum - ddof
     else:
         fact = w_sum - ddof * sum(w * aweights) / w_sum
-    if primal_value(fact) <= 0:
+    constant = primal_value(fact) <= 0
+    if constant:
         import warnings
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
         fact = 0.0
     X = X - reshape(avg, (-1, 1))
     X_T = transpose(X) if w is None else transpose(X * w)
+    if constant:       # numpy's inf and nan (a division by 0): constants, as var's there
+        X, X_T = primal_value(X), primal_value(X_T)
     c = dot(X, X_T)
     with _np.errstate(divide='ignore'):
         c = c * (_np.true_divide(1, fact) if isinstance(fact, (int, float)) else 1.0 / fact)
@@ -351,8 +359,14 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=
     arr, mask = _replace_nan(a, 0.0)
     tot = sum(_float_operand(arr, dtype), axis, keepdims is True)
     cnt = _nan_count(mask, axis, keepdims is True, _np.result_type(primal_value(tot)))
-    with _np.errstate(invalid='ignore', divide='ignore'):
+    empty = cnt == 0
+    if not _np.any(empty):
         return tot / cnt
+    # an all-nan slice: numpy's nan (0 / 0), a constant; divided by 1 there, so that neither
+    # mode's derivative meets 0 / 0 (forward gave nan, reverse 0)
+    import warnings
+    warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    return where_(empty, _np.nan, tot / where_(empty, 1.0, cnt))
 
 
 def _nan_extreme(reduce, fill, npfn):
