@@ -26,7 +26,7 @@ from ..arrays import ArrayPrimitive, apply, is_array, subclass_error
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..tracer import SIMPLIFY as _SIMPLIFY, UFUNC_PRIMITIVES as _UFUNC_PRIMITIVES, is_tracer
-from ..tracer import producer as _producer
+from ..tracer import Tracer as _Tracer, producer as _producer
 from ..values import Perturbed, primal_value
 
 try:                                            # numpy >= 2.0
@@ -266,9 +266,11 @@ def _elementwise1(name, npfn, scalar, deriv=None):
 
 def _python_scalar(x):
     """True if the value under x's perturbations is a Python float or int (numpy's float64
-    is one): the scalar primitives take it.  Arrays and other numpy scalars (float32) go
-    to the array primitives, which keep numpy's dtypes."""
-    return isinstance(primal_value(x), (int, float))
+    is one), or a traced one: the scalar primitives take it (staged code then applies the
+    same rules as eager code, which round differently from the array ones).  Arrays and
+    other numpy scalars (float32) go to the array primitives, which keep numpy's dtypes."""
+    v = primal_value(x)
+    return isinstance(v, (int, float)) or v.__class__ is _Tracer
 
 
 def _as_operand(x):
