@@ -972,6 +972,8 @@ def run_case(res, seed, cid, opts):
     # ---------------------------------------------------------------- derivatives vs JAX
     use_jax = JAX is not None and case.jax_ok and not opts.no_jax
     kink = case.kink
+    # a value that is nan or inf: its derivatives are conventions (nan, inf or 0), not numbers
+    value_nonfinite = not all(np.all(np.isfinite(o)) for o in outs_np if o.dtype.kind == 'f')
     info = dict(xs=[np.asarray(x).tolist() for x in xs], seed=seed)
 
     def judge(check, nv, peer, fd=None, rtol=1e-7):
@@ -989,7 +991,8 @@ def run_case(res, seed, cid, opts):
                 return
             f1, f2 = ref_
             if close(f1, f2, 1e-4, 1e-6)[0] and not close(v, f1, 1e-4, 1e-6)[0]:
-                res.record('kink' if kink else 'NESTAD-WRONG (fd)', check, case, cid,
+                res.record('kink' if kink else 'nonfinite' if value_nonfinite else 'NESTAD-WRONG (fd)',
+                           check, case, cid,
                            nestad=np.asarray(v).tolist(), fd=f1.tolist(), **info)
             return
         ok, nonfinite = close(v, peer[1], rtol)
@@ -999,7 +1002,7 @@ def run_case(res, seed, cid, opts):
         if kink:
             res.record('kink', check, case, cid, **data)
             return
-        if nonfinite:
+        if nonfinite or value_nonfinite:
             res.record('nonfinite', check, case, cid, **data)
             return
         if fd is not None and case.fd_ok:
