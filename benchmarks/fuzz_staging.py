@@ -505,7 +505,8 @@ def run_program(res, seed, pid, opts):
             vp = run(lambda: flat(list(P.vjp()(*pt, *cts))[n_out:]))
             compare(res, 'program.vjp()', pid, src, vp, e_v, rtol=max(tol, 1e-10), **info(0))
     else:
-        res.record('error-in-one', 'nd.trace', pid, src, got=prog[1], want='ok', **info(0))
+        cls = 'documented-refusal' if any(s in prog[1] for s in DOCUMENTED) else 'error-in-one'
+        res.record(cls, 'nd.trace', pid, src, got=prog[1], want='ok', **info(0))
     # Hessians
     if opts.hessian:
         size = sum(int(np.prod(s)) for s in shapes)

@@ -362,11 +362,13 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=
     empty = cnt == 0
     if not _np.any(empty):
         return tot / cnt
-    # an all-nan slice: numpy's nan (0 / 0), a constant; divided by 1 there, so that neither
-    # mode's derivative meets 0 / 0 (forward gave nan, reverse 0)
+    # an all-nan slice: numpy's nan (0 / 0, its sign bit too), a constant; divided by 1
+    # there, so that neither mode's derivative meets 0 / 0 (forward gave nan, reverse 0)
     import warnings
     warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
-    return where_(empty, _np.nan, tot / where_(empty, 1.0, cnt))
+    with _np.errstate(invalid='ignore', divide='ignore'):
+        nan = primal_value(tot) / primal_value(cnt)
+    return where_(empty, nan, tot / where_(empty, 1.0, cnt))
 
 
 def _nan_extreme(reduce, fill, npfn):
