@@ -316,3 +316,15 @@ def test_nestad_numpy_on_traced_scalars_takes_the_scalar_rules():
             op = outer(inner(f))
             staged = nd.stage(op)
             assert staged(1.375) == staged(1.375) == op(1.375) == 0.0
+
+
+def test_take_with_boolean_indices_takes_entries_0_and_1():
+    # numpy.take reads bools as the indices 0 and 1; the gather used them as a mask
+    a = np.array([10.0, 20.0, 30.0])
+    i = np.array([True, False, True])
+    p, t = nd.jvp(lambda a: anp.take(a, i), (a,), (np.array([1.0, 2.0, 3.0]),))
+    np.testing.assert_array_equal(p, np.take(a, i))
+    np.testing.assert_array_equal(t, [2.0, 1.0, 2.0])
+    np.testing.assert_array_equal(nd.gradient_r(lambda a: anp.sum(anp.take(a, i)))(a), [1.0, 2.0, 0.0])
+    with pytest.raises(TypeError):
+        nd.gradient_r(lambda a: anp.sum(anp.take(a, np.array([1.0, 2.0]))))(a)

@@ -271,6 +271,11 @@ def take(a, indices, axis=None, mode='raise'):
     indices = _plain_indices(indices, 'take')
     if not _traced(a):
         return _np.take(_plain_operand(a, 'take'), indices, axis, mode=mode)
+    if indices.dtype.kind == 'b':       # numpy takes bools as the indices 0 and 1 (not a mask)
+        indices = indices.astype(_np.intp)
+    elif indices.dtype.kind not in 'iu':
+        raise TypeError(f"Cannot cast array data from {indices.dtype!r} to dtype('int64') "
+                        "according to the rule 'safe'")
     if axis is None:
         a, axis = ravel(a), 0
     axis = _axis_index(axis, _ndim(a))
