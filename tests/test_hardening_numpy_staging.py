@@ -328,3 +328,32 @@ def test_take_with_boolean_indices_takes_entries_0_and_1():
     np.testing.assert_array_equal(nd.gradient_r(lambda a: anp.sum(anp.take(a, i)))(a), [1.0, 2.0, 0.0])
     with pytest.raises(TypeError):
         nd.gradient_r(lambda a: anp.sum(anp.take(a, np.array([1.0, 2.0]))))(a)
+
+
+@pytest.mark.parametrize("axis, wshape", [((1, 2), (3, 2)), ((2, 1), (2, 3)), ((2,), (2,)),
+                                          (-1, (2,)), (0, (2,))])
+def test_average_weights_along_several_axes(axis, wshape):
+    # numpy broadcasts weights along a tuple of axes; nestad refused them (TypeError)
+    a = np.arange(12.0).reshape(2, 3, 2)
+    w = np.arange(1.0, 1.0 + np.prod(wshape)).reshape(wshape)
+    for returned in (False, True):
+        want = np.average(a, axis=axis, weights=w, returned=returned)
+        got = nd.jvp(lambda a, w: anp.average(a, axis=axis, weights=w, returned=returned),
+                     (a, w), (a, w))[0]
+        for g, x in zip(got if returned else (got,), want if returned else (want,)):
+            assert np.asarray(g).tobytes() == np.asarray(x).tobytes()
+    g = nd.gradient_r(lambda w: anp.sum(anp.average(a, axis=axis, weights=w)))(w)
+    h = 1e-6
+    for idx in np.ndindex(*wshape):
+        e = np.zeros(wshape)
+        e[idx] = h
+        fd = (np.sum(np.average(a, axis=axis, weights=w + e)) -
+              np.sum(np.average(a, axis=axis, weights=w - e))) / (2 * h)
+        assert abs(g[idx] - fd) < 1e-6
+
+
+def test_average_of_integers_with_narrow_weights_is_float64():
+    a = np.array([1, 2, 3], np.int8)
+    w = np.array([1.0, 2.0, 3.0], np.float16)
+    got = nd.jvp(lambda w: anp.average(a, weights=w), (w,), (w,))[0]
+    assert got.dtype == np.average(a, weights=w).dtype == np.float64

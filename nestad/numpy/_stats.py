@@ -15,9 +15,9 @@ import builtins
 
 import numpy as _np
 
-from . import (_as_operand, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
+from . import (_as_operand, _axis_tuple, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
                _shape, astype, broadcast_to, concatenate, dot, getitem, max, mean,
-               min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, swapaxes, transpose,
+               min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, transpose,
                where)
 from ._shapes import _axis_index, _traced, diag, sort
 from ..errors import InvalidInputError
@@ -106,23 +106,24 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_np._NoValue
         return _np.average(_plain_operand(a, 'average'), axis, w, returned, **_kw(keepdims=keepdims))
     keep = keepdims is True
     axis = _norm_axis(axis)
+    if w is not None and axis is not None:
+        axis = _axis_tuple(axis, _ndim(a))
     if w is None:
         avg = mean(a, axis, keep)
         scl = _np.result_type(primal_value(avg)).type(_np.size(primal_value(a)) /
                                                       _np.size(primal_value(avg)))
     else:
-        if _shape(a) != _shape(w):
+        if _shape(a) != _shape(w):             # numpy's checks and broadcast, step by step
             if axis is None:
                 raise TypeError("Axis must be specified when shapes of a and weights differ.")
-            if _ndim(w) != 1:
-                raise TypeError("1D weights expected when shapes of a and weights differ.")
-            if _shape(w)[0] != _shape(a)[axis]:
-                raise ValueError("Length of weights not compatible with specified axis.")
-            w = broadcast_to(w, (1,) * (_ndim(a) - 1) + _shape(w))
-            w = swapaxes(w, -1, axis)
-        dt = _np.result_type(primal_value(a), primal_value(w))
-        if dt.kind in 'biu':
-            dt = _np.result_type(dt, 'f8')
+            if _shape(w) != tuple(_shape(a)[ax] for ax in axis):
+                raise ValueError("Shape of weights must be consistent with shape of a along "
+                                 "specified axis.")
+            w = transpose(w, tuple(_np.argsort(axis)))
+            w = reshape(w, tuple(s if ax in axis else 1 for ax, s in enumerate(_shape(a))))
+        # integers (and bools) average in float64 at least, whatever the weights' dtype
+        ta, tw = _np.result_type(primal_value(a)), _np.result_type(primal_value(w))
+        dt = _np.result_type(ta, tw, 'f8') if ta.kind in 'biu' else _np.result_type(ta, tw)
         a, w = astype(a, dt), astype(w, dt)
         scl = sum(w, axis, keepdims=keep)
         if _np.any(primal_value(scl) == 0.0):
