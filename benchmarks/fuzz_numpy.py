@@ -278,6 +278,8 @@ def _take(rng):
         mode = pick(rng, ['raise', 'wrap', 'clip'])
         lo, hi = (-n, n) if mode == 'raise' else (-2 * n, 2 * n + 1)
         idx = rng.integers(lo, hi, size=pick(rng, [(), (3,), (2, 2)]))
+        if rng.random() < 0.1:                 # numpy reads bools as the indices 0 and 1
+            idx = rng.random(size=3) < 0.5
         jax_mode = None if mode == 'raise' else mode
 
         def f(B, x):
@@ -413,6 +415,8 @@ def _var(rng):
 def _average(rng):
     s = shape_nd(rng, 1, nonempty=True)
     ax = axis_of(rng, len(s))
+    if ax is not None and rng.random() < 0.3:
+        ax = axes_tuple(rng, len(s))
     kind = pick(rng, ['none', 'full', 'full_const', 'vec', 'vec_const'])
     returned = bool(rng.random() < 0.3)
     keep = bool(rng.random() < 0.2)
@@ -423,7 +427,8 @@ def _average(rng):
     if kind == 'none':
         return Case('average', f"shape={s} axis={ax} returned={returned} keepdims={keep}", [x],
                     lambda B, x: res(B.np.average(x, axis=ax, returned=returned, keepdims=keep)))
-    ws = s if kind.startswith('full') or ax is None else (s[ax],)
+    axt = None if ax is None else (ax if isinstance(ax, tuple) else (ax,))
+    ws = s if kind.startswith('full') or ax is None else tuple(s[a] for a in axt)
     w = rng.uniform(0.2, 2.0, size=ws)
     if kind.endswith('const'):
         return Case('average', f"shape={s} axis={ax} weights=const{ws} returned={returned}", [x],
