@@ -422,6 +422,7 @@ def run_program(res, seed, pid, opts):
     sf = nd.stage(f)
     sF = nd.stage(F)
     sG = nd.stage(nd.gradient_r(F, argnums=argnums))
+    f32 = f32 or 'float32' in src          # (a float32 constant makes float32 values too)
     tol = 1e-5 if f32 else 1e-12
     for k, pt in enumerate([pts[0], pts[0], pts[1]]):
         which = ['trace', 'compiled', 'second point'][k]

@@ -357,3 +357,17 @@ def test_average_of_integers_with_narrow_weights_is_float64():
     w = np.array([1.0, 2.0, 3.0], np.float16)
     got = nd.jvp(lambda w: anp.average(a, weights=w), (w,), (w,))[0]
     assert got.dtype == np.average(a, weights=w).dtype == np.float64
+
+
+def test_nanstd_without_degrees_of_freedom_stages():
+    # its masks are traced in staged code: `~` on them raised TypeError
+    x = np.array([[-0.15], [-0.11], [-1.84]])
+    for ddof in (0, 5):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            want = np.nanstd(x, axis=-1, ddof=ddof)
+            staged = nd.stage(lambda x: anp.nanstd(x, axis=-1, ddof=ddof))
+            for _ in range(2):
+                assert staged(x).tobytes() == want.tobytes()
+            g = nd.stage(nd.gradient_r(lambda x: anp.sum(anp.nanstd(x, axis=-1, ddof=ddof))))
+            np.testing.assert_array_equal(g(x), 0.0)

@@ -449,11 +449,11 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
     # the constant 0, as std's of one entry (not sqrt'(0) * 0 = nan).  The constants are
     # chosen after sqrt, which sees 1 there, so that neither mode meets 0 * inf.
     one = count == 1
-    if bad is not None:
-        one = one & ~bad
+    if bad is not None:                 # (numpy's functions: the masks may be traced)
+        one = _np.logical_and(one, _np.logical_not(bad))
     if bad is None and not _np.any(one):
         return sqrt(v)
-    const = one if bad is None else (one | bad)
+    const = one if bad is None else _np.logical_or(one, bad)
     r = sqrt(where_(const, 1.0, v))
     r = where_(one, 0.0, r)
     return r if bad is None else where_(bad, _np.nan, r)
