@@ -680,6 +680,19 @@ def _eigh(rng):
     x = draw(rng, s, special=0.0, tie=0.0)
     w = np.linalg.eigvalsh(x + np.swapaxes(x, -1, -2))
     gap = np.min(np.diff(w, axis=-1)) if s[-1] > 1 else 1.0
+    if rng.random() < 0.25:             # one triangle of a non-symmetric x, as numpy reads it
+        uplo = pick(rng, ['L', 'U'])
+        w1 = np.linalg.eigvalsh(x, uplo)
+        gap1 = np.min(np.diff(w1, axis=-1)) if s[-1] > 1 else 1.0
+        if name == 'eigvalsh':
+            return Case(name, f"shape={s} UPLO={uplo}", [x], lambda B, x: [B.la.eigvalsh(x, uplo)],
+                        kink=gap1 < 1e-6, jax_ok=False)
+
+        def fu(B, x):
+            r = B.la.eigh(x, uplo)
+            return [r[0], r[1]]
+        return Case('eigh', f"shape={s} UPLO={uplo}", [x], fu, jax_ok=False,
+                    canon=lambda outs: [None, _col_signs(outs[1])], kink=gap1 < 1e-6)
     if name == 'eigvalsh':
         return Case(name, f"shape={s} of x + x^T", [x], lambda B, x: [B.la.eigvalsh(_sym(B, x))],
                     kink=gap < 1e-6)
@@ -721,15 +734,25 @@ def _svd(rng):
         return Case(name, f"shape={s} compute_uv=False", [x],
                     lambda B, x: [B.la.svd(x, compute_uv=False)], kink=kink)
     full = s[-1] == s[-2] and rng.random() < 0.5
+    herm = s[-1] == s[-2] and rng.random() < 0.25
+    if herm:                          # numpy's hermitian svd reads the lower triangle
+        svh = np.linalg.svd(x, compute_uv=False, hermitian=True)
+        kink = bool(np.min(svh) < 1e-6) or (svh.shape[-1] > 1 and np.min(-np.diff(svh, axis=-1)) < 1e-6)
 
     def f(B, x):
-        u, sv, vh = B.la.svd(x, full_matrices=full)
+        if herm:
+            if B is JAX:
+                raise NotImplementedError("JAX's hermitian svd symmetrises")
+            u, sv, vh = B.la.svd(x, full_matrices=full, hermitian=True)
+        else:
+            u, sv, vh = B.la.svd(x, full_matrices=full)
         return [u, sv, vh]
 
     def canon(outs):
         c = _col_signs(outs[0])
         return [c, None, np.swapaxes(c, -1, -2)]
-    return Case('svd', f"shape={s} full_matrices={full}", [x], f, canon=canon, kink=kink)
+    return Case('svd', f"shape={s} full_matrices={full} hermitian={herm}", [x], f, canon=canon,
+                kink=kink, jax_ok=not herm)
 
 
 @maker('pinv')
@@ -740,6 +763,13 @@ def _pinv(rng):
     if herm:
         return Case('pinv', f"shape={s} of x + x^T hermitian", [x],
                     lambda B, x: [B.la.pinv(_sym(B, x), hermitian=True)])
+    if rng.random() < 0.2:            # a cut-off that drops the smallest singular value
+        sv = np.linalg.svd(x, compute_uv=False)
+        rc = float(np.sqrt(sv[..., -1] * sv[..., -2] if sv.shape[-1] > 1 else 0.5) / sv[..., 0]) \
+            if sv.ndim == 1 and sv.shape[-1] > 1 else 0.3
+        kink = sv.ndim == 1 and sv.shape[-1] > 1 and (abs(sv[-1] - rc * sv[0]) < 1e-3)
+        return Case('pinv', f"shape={s} rcond={rc:.3g}", [x], lambda B, x: [B.la.pinv(x, rcond=rc)],
+                    kink=kink, jax_ok=False)
     return Case('pinv', f"shape={s}", [x], lambda B, x: [B.la.pinv(x)],
                 kink=bool(np.min(np.linalg.svd(x, compute_uv=False)) < 1e-6))
 
