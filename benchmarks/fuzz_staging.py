@@ -462,7 +462,9 @@ def run_program(res, seed, pid, opts):
     g_r = run(lambda: flat(nd.gradient_r(F, argnums=argnums)(*pt)))
     g_f = run(lambda: flat(nd.gradient_f(F, argnums=argnums)(*pt)))
     compare(res, 'eager gradient_r vs gradient_f', pid, src, g_f, g_r, rtol=1e-4 if f32 else 1e-9, **info(0))
-    if g_r[0] == 'ok' and not kinks and opts.fd:
+    # (a zero input may sit on a where's threshold: a kink, where differences disagree)
+    at_zero = any(np.any(np.asarray(x) == 0) for x in pt)
+    if g_r[0] == 'ok' and not kinks and not at_zero and opts.fd:
         fd = []
         for h in (1e-6, 1e-5):
             v = flat(pt)
