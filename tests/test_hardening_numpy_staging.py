@@ -411,3 +411,16 @@ def test_pinv_that_drops_a_singular_value_differentiates_its_truncation(case):
     fdh = np.moveaxis(np.array([(nd.gradient_r(F)(x + 1e-5 * e) - nd.gradient_r(F)(x - 1e-5 * e)) / 2e-5
                                 for e in np.eye(x.size).reshape((x.size,) + x.shape)]), 0, -1)
     np.testing.assert_allclose(h[0], fdh.reshape(h[0].shape), rtol=1e-5, atol=1e-7)
+
+
+def test_zero_dimensional_pad_and_median():
+    # numpy pads a 0-d array along none of its axes (nestad's frame failed: ValueError),
+    # and median of a 0-d array over axis 0 is numpy's AxisError (nestad returned the value)
+    x = np.array(1.5)
+    for kw in ({}, {'mode': 'edge'}, {'constant_values': 2.0}):
+        p, t = nd.jvp(lambda x: anp.pad(x, 1, **kw), (x,), (np.array(1.0),))
+        assert np.asarray(p).tobytes() == np.pad(x, 1, **kw).tobytes() and t == 1.0
+    for axis in (0, -1, (0,)):
+        with pytest.raises(np.exceptions.AxisError if hasattr(np, 'exceptions') else IndexError):
+            nd.gradient_r(lambda x: anp.median(x, axis=axis))(x)
+    assert nd.gradient_r(anp.median)(x) == 1.0

@@ -401,6 +401,9 @@ def pad(array, pad_width, mode='constant', **kwargs):
             f"nestad.numpy.pad supports mode='constant' and the modes {_PAD_INDEX_MODES} "
             f"(reflect_type='even'), not mode={mode!r} with {sorted(kwargs)}")
     nd_ = _ndim(x)
+    if nd_ == 0:                      # numpy pads a 0-d array along none of its axes
+        _np.pad(primal_value(x), pad_width, mode, **kwargs)       # (and checks the arguments)
+        return x
     widths = _np.broadcast_to(_np.round(_np.asarray(pad_width)).astype(_np.intp), (nd_, 2))
     if _np.any(widths < 0):
         raise ValueError("index can't contain negative values")

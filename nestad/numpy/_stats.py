@@ -516,6 +516,8 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):   # n
     _refuse_options('median', out=out)
     shape = _shape(a)
     if _ndim(a) == 0:
+        if axis is not None:          # numpy's AxisError (a 0-d array has no axis 0)
+            _np.median(primal_value(a), axis=axis)
         return a
     s = sort(_merged(a, axis), axis=-1)
     n = _shape(s)[-1]
