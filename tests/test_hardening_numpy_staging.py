@@ -424,3 +424,56 @@ def test_zero_dimensional_pad_and_median():
         with pytest.raises(np.exceptions.AxisError if hasattr(np, 'exceptions') else IndexError):
             nd.gradient_r(lambda x: anp.median(x, axis=axis))(x)
     assert nd.gradient_r(anp.median)(x) == 1.0
+
+
+# ---------------------------------------------------------------- generated code of array primitives
+
+BINARY_UFUNCS = ['maximum', 'minimum', 'hypot', 'arctan2', 'logaddexp', 'mod', 'add', 'subtract',
+                 'multiply', 'divide']
+
+
+@pytest.mark.parametrize("name", BINARY_UFUNCS)
+def test_staged_binary_ufuncs_of_arrays(name):
+    # their generated code passed numpy's function its first operand only (TypeError from
+    # the second call on, when the compiled program runs)
+    fn = getattr(anp, name)
+    f = lambda x, y: anp.sum(fn(x, y) * x)                      # noqa: E731
+    x, y = np.array([0.5, -1.5, 2.0]), np.array([1.25, 0.75, -0.5])
+    staged = nd.stage(f)
+    grad = nd.stage(nd.gradient_r(f, argnums=(0, 1)))
+    for _ in range(3):
+        assert staged(x, y) == f(x, y)
+        for a, b in zip(grad(x, y), nd.gradient_r(f, argnums=(0, 1))(x, y)):
+            np.testing.assert_allclose(a, b, rtol=1e-15)
+
+
+WEAK_AND_STRONG = {
+    # numpy.multiply of Python floats is a float64 scalar (numpy promotes a float32 array
+    # with it); the generated code wrote an operator, whose Python float it does not
+    'x * anp.multiply(s, 2.0)': lambda x, s: x * anp.multiply(s, 2.0),
+    'x * anp.maximum(s, 0.1)': lambda x, s: x * anp.maximum(s, 0.1),
+    'x + anp.divide(s, 4.0)': lambda x, s: x + anp.divide(s, 4.0),
+    # a float32 scalar times a Python float stays float32; the tracer's identity took the
+    # Python float for float64 and turned the float32 constant into a Python float
+    'anp.sum(x) * s tangent': lambda x, s: nd.jvp(lambda x, s: anp.sum(x) * s * np.ones(3), (x, s),
+                                                   (np.array([0.1, 0.2, -0.3]), 0.6))[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEAK_AND_STRONG))
+def test_staged_scalars_promote_as_eager_ones(name):
+    f = WEAK_AND_STRONG[name]
+    x, s = np.array([-0.035, 0.699, -1.408], np.float32), 0.55
+    want = f(x, s)
+    staged = nd.stage(f)
+    for _ in range(3):
+        got = staged(x, s)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_staged_numpy_divide_of_python_floats_by_zero_is_ieee():
+    f = lambda s: anp.divide(s, 0.0) + anp.divide(1.0, s)        # noqa: E731
+    staged = nd.stage(f)
+    with np.errstate(divide='ignore'):
+        for s in (0.5, 0.5, -0.5):
+            assert staged(s) == f(s)

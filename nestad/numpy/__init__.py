@@ -270,7 +270,7 @@ def _python_scalar(x):
     same rules as eager code, which round differently from the array ones).  Arrays and
     other numpy scalars (float32) go to the array primitives, which keep numpy's dtypes."""
     v = primal_value(x)
-    return isinstance(v, (int, float)) or v.__class__ is _Tracer
+    return isinstance(v, (int, float)) or v.__class__ is _Tracer and v.dtype == _np.float64
 
 
 def _as_operand(x):
@@ -1087,8 +1087,12 @@ def cumsum(x, axis=None):
 
 # How staged code spells these primitives (nestad.staging.codegen); the others are
 # called through their plain implementation.  Elementwise ufuncs are spelled np.<name>.
+# (numpy's functions, not operators: on two Python floats an operator gives a Python float,
+# which numpy does not promote a float32 array with, numpy.multiply a float64 scalar, as
+# eager nestad.numpy gives; and / raises where numpy.true_divide gives inf)
 _EXPRESSIONS = {
-    'add': '{0} + {1}', 'subtract': '{0} - {1}', 'multiply': '{0} * {1}', 'divide': '{0} / {1}',
+    'add': 'np.add({0}, {1})', 'subtract': 'np.subtract({0}, {1})',
+    'multiply': 'np.multiply({0}, {1})', 'divide': 'np.true_divide({0}, {1})',
     'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({0}, {1}, {2})',
     'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
     'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
@@ -1103,7 +1107,9 @@ for _qualname, _prim in _registry.PRIMITIVES.items():
         if _name in _EXPRESSIONS:
             _prim.emit = _EXPRESSIONS[_name]
         elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
-            _prim.emit = f"np.{_prim.plain.__name__}({{0}})"
+            # every operand (the binary ones were written with their first operand only)
+            _operands = ', '.join(f"{{{_k}}}" for _k in range(_prim.plain.nin))
+            _prim.emit = f"np.{_prim.plain.__name__}({_operands})"
 
 
 
@@ -1111,8 +1117,11 @@ for _qualname, _prim in _registry.PRIMITIVES.items():
 # the result bit for bit, so staged programs skip work the rules spell out in general.
 def _keeps_dtype(x, c):
     """True if x (a tracer) combined with the constant c has x's dtype: numpy promotes a
-    float32 x with a float64 array or numpy scalar (not with a Python number)."""
-    return _np.result_type(x.dtype, c) == x.dtype
+    float32 x with a float64 array or numpy scalar (not with a Python number), and a
+    Python float x (weak) takes the dtype of a float32 array or scalar c.  Read from x's
+    example value, which is a Python float where x stands for one."""
+    v = x.val
+    return _np.result_type(v, c) == _np.result_type(v)
 
 
 def _is_ones(c, x):
