@@ -1171,23 +1171,29 @@ def run_case(res, seed, cid, opts):
 
     # staged against eager
     if opts.stage and case.stage_ok:
-        st_v = run(lambda: nd.stage(Fn)(*xs))
+        # each staged function called twice: the first call traces (and returns the trace's
+        # values), the second runs the compiled program
+        sF, sO = nd.stage(Fn), nd.stage(lambda *a: tuple(fn_outs(*a)))
+        sG = nd.stage(nd.gradient_r(Fn, argnums=argnums))
+        sJ = nd.stage(lambda *a: nd.jvp(lambda *b: tuple(fn_outs(*b)), a, tuple(ts))[1])
         ev = run(lambda: Fn(*xs))
-        self_check('staged value', (st_v[0], np.asarray(nd.primal_value(st_v[1]) if st_v[0] == 'ok' else st_v[1])),
-                   (ev[0], np.asarray(nd.primal_value(ev[1])) if ev[0] == 'ok' else ev[1]), bits=True)
-        st_o = run(lambda: [np.asarray(o) for o in nd.stage(lambda *a: tuple(fn_outs(*a)))(*xs)])
-        if st_o[0] == 'ok':
-            for k, (p, o) in enumerate(zip(st_o[1], canon_outs(outs_np, canon_np))):
-                if not bits_equal(p, np.asarray(o)):
-                    res.record('staged-value-bits', f'staged output {k}', case, cid,
-                               staged=describe(p), numpy=describe(o), **info)
-        elif _err_class(st_o[1]):
-            res.record('nestad-error', 'staged outputs', case, cid, error=st_o[1], **info)
-        st_g = run(lambda: flatten_all(list(nd.stage(nd.gradient_r(Fn, argnums=argnums))(*xs))))
-        self_check('staged gradient_r', st_g, g_r, rtol=1e-12)
-        st_h = run(lambda: flatten_all(list(nd.stage(lambda *a: nd.jvp(
-            lambda *b: tuple(fn_outs(*b)), a, tuple(ts))[1])(*xs))))
-        self_check('staged jvp', st_h, tan_n, rtol=1e-12)
+        for call in ('traced', 'compiled'):
+            st_v = run(lambda: sF(*xs))
+            self_check(f'staged value ({call})', (st_v[0], np.asarray(nd.primal_value(st_v[1]))
+                                                  if st_v[0] == 'ok' else st_v[1]),
+                       (ev[0], np.asarray(nd.primal_value(ev[1])) if ev[0] == 'ok' else ev[1]), bits=True)
+            st_o = run(lambda: [np.asarray(o) for o in sO(*xs)])
+            if st_o[0] == 'ok':
+                for k, (p, o) in enumerate(zip(st_o[1], canon_outs(outs_np, canon_np))):
+                    if not bits_equal(p, np.asarray(o)):
+                        res.record('staged-value-bits', f'staged output {k} ({call})', case, cid,
+                                   staged=describe(p), numpy=describe(o), **info)
+            elif _err_class(st_o[1]):
+                res.record('nestad-error', f'staged outputs ({call})', case, cid, error=st_o[1], **info)
+            st_g = run(lambda: flatten_all(list(sG(*xs))))
+            self_check(f'staged gradient_r ({call})', st_g, g_r, rtol=1e-12)
+            st_h = run(lambda: flatten_all(list(sJ(*xs))))
+            self_check(f'staged jvp ({call})', st_h, tan_n, rtol=1e-12)
 
     # float32: numpy's values bit for bit, float32 gradients
     if opts.f32 and rng.random() < 0.3:
