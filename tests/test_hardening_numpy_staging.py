@@ -477,3 +477,34 @@ def test_staged_numpy_divide_of_python_floats_by_zero_is_ieee():
     with np.errstate(divide='ignore'):
         for s in (0.5, 0.5, -0.5):
             assert staged(s) == f(s)
+
+
+# ---------------------------------------------------------------- norm's values
+
+def test_default_norm_of_strided_arrays_is_numpys():
+    # numpy's 2-norm of all of x sums in x's memory order (ravel(order='K')); nestad raveled
+    # in C order: for a transposed or strided x one result in five differed in the last bit
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4, 5))
+    for v in (a, np.asfortranarray(a), a.transpose(1, 0, 2), a[::-1], a[:, ::2],
+              a.transpose(2, 0, 1)[::-1, :, ::-1]):
+        staged = nd.stage(anp.linalg.norm)
+        for got in (nd.jvp(anp.linalg.norm, (v,), (np.ones_like(v),))[0], staged(v), staged(v)):
+            assert got == np.linalg.norm(v)
+    x = rng.standard_normal((2, 3))
+    n = np.linalg.norm(x)
+    np.testing.assert_allclose(nd.gradient_r(anp.linalg.norm)(x), x / n, rtol=1e-15)
+    H = (np.eye(6) / n - np.outer(x.ravel(), x.ravel()) / n ** 3).reshape(2, 3, 2, 3)
+    np.testing.assert_allclose(nd.hessian(anp.linalg.norm)(x), H, rtol=1e-13)
+
+
+@pytest.mark.parametrize("ord_", [1.5, 3, -1, -2, 0.5])
+def test_p_norms_take_numpys_scalar_power(ord_):
+    # numpy raises the reduced sum (a numpy scalar) to 1/p with its scalar power, which can
+    # differ in the last bit from the power ufunc that staged code called
+    x = np.array([-1.8891342738022927, 1.0462466610441186, -1.3642185611535873])
+    for v in (x, x.astype(np.float32)):
+        want = np.linalg.norm(v, ord=ord_)
+        staged = nd.stage(lambda v: anp.linalg.norm(v, ord=ord_))
+        for got in (nd.jvp(lambda v: anp.linalg.norm(v, ord=ord_), (v,), (v,))[0], staged(v), staged(v)):
+            assert np.asarray(got).dtype == want.dtype and got == want

@@ -95,6 +95,7 @@ ARRAY_ROWS = {
     'numpy.float_power': (anp.float_power, (np.array([0.5, 1.5, 2.0]), np.array([1.3, -0.7, 2.0]))),
     'numpy.astype': (lambda x: x.astype(np.float64) * 2.0, (_vec(),)),
     'numpy.linalg.solve': (anp.linalg.solve, (_mat(), _vec())),
+    'numpy.linalg.norm': (lambda a: anp.linalg.norm(a), (np.asfortranarray(_mat()),)),
     'numpy.linalg.inv': (anp.linalg.inv, (_mat(),)),
     'numpy.linalg.det': (anp.linalg.det, (_mat(),)),
     'numpy.linalg.slogdet': (lambda a: anp.linalg.slogdet(a)[1], (_mat(),)),

@@ -35,7 +35,11 @@ def _mT(a):
 # ---------------------------------------------------------------- norm
 
 def _ipow(x, p):
-    """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths)."""
+    """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths; on a
+    reduction's scalar result it is numpy's scalar power, whose last bit can differ from
+    the power ufunc's: Python's ``**`` reaches it, staged too)."""
+    if anp._ndim(x) == 0:
+        return x ** float(p)
     if p == 1:
         return x
     if p == -1:
@@ -93,6 +97,20 @@ def _matrix_norm(x, ord, row, col, keepdims):
     return ret
 
 
+def _norm2_jvp(t, x, out):
+    return anp.divide(anp.sum(x * t, axis=tuple(range(-anp._ndim(x), 0))), out)
+
+
+def _norm2_vjp(g, x, out):
+    return anp.divide(g, out) * x
+
+
+# The 2-norm of all of x: numpy's own value, sqrt(dot(x.ravel(order='K'), x.ravel(order='K'))),
+# whose summation follows x's memory layout (a transposed or strided x sums in another
+# order than a C-ordered copy: one result in five differed in the last bit); rules x / |x|.
+_norm2 = _define('linalg.norm', lambda x: _np.linalg.norm(x), (_norm2_jvp,), (_norm2_vjp,))
+
+
 def norm(x, ord=None, axis=None, keepdims=False):
     """numpy.linalg.norm: every vector ``ord`` (inf, -inf, 0, 1, 2, any p, None) over one
     axis, every matrix ``ord`` ('fro', 'nuc', inf, -inf, 1, -1, 2, -2, None) over two,
@@ -103,8 +121,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     nd_ = anp._ndim(x)
     if axis is None:
         if ord is None or ord in ('f', 'fro') and nd_ == 2 or ord == 2 and nd_ == 1:
-            flat = anp.ravel(x)
-            ret = anp.sqrt(anp.dot(flat, flat))       # numpy's own steps: a dot of x with itself
+            ret = _norm2(x)
             return anp.reshape(ret, [1] * nd_) if keepdims else ret
         axis = tuple(range(nd_))
     elif not isinstance(axis, tuple):
