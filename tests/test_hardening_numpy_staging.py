@@ -508,3 +508,21 @@ def test_p_norms_take_numpys_scalar_power(ord_):
         staged = nd.stage(lambda v: anp.linalg.norm(v, ord=ord_))
         for got in (nd.jvp(lambda v: anp.linalg.norm(v, ord=ord_), (v,), (v,))[0], staged(v), staged(v)):
             assert np.asarray(got).dtype == want.dtype and got == want
+
+
+@pytest.mark.parametrize("name", ["nanmax", "nanmin"])
+def test_nanmax_nanmin_keep_numpys_signed_zeros(name):
+    # numpy's value is fmax.reduce (fmin), which keeps another of 0.0 and -0.0 than max
+    x = np.array([[0.0, -0.0, np.nan], [-0.0, 0.0, 1.0], [np.nan, np.nan, np.nan]])
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        for axis in (None, 0, 1, -1):
+            want = getattr(np, name)(x, axis=axis)
+            f = lambda x: getattr(anp, name)(x, axis=axis)              # noqa: E731
+            staged = nd.stage(f)
+            for got in (nd.jvp(f, (x,), (np.ones_like(x),))[0], staged(x), staged(x)):
+                assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+        g = [op(lambda x: anp.sum(getattr(anp, name)(x[:2], axis=1)))(x) for op in
+             (nd.gradient_r, nd.gradient_f)]
+    np.testing.assert_array_equal(g[0], g[1])
+    np.testing.assert_array_equal(g[0][:2].sum(axis=1), [1.0, 1.0])    # the tie split, kept

@@ -372,7 +372,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=
     return where_(empty, nan, tot / where_(empty, 1.0, cnt))
 
 
-def _nan_extreme(reduce, fill, npfn):
+def _nan_extreme(reduce, fill, npfn, ufunc):
     def public(a, axis=None, out=None, keepdims=_np._NoValue, initial=_np._NoValue,
                where=_np._NoValue):   # noqa: A002
         a = _as_operand(a)
@@ -383,19 +383,25 @@ def _nan_extreme(reduce, fill, npfn):
         axis = _norm_axis(axis)
         arr, mask = _replace_nan(a, fill)
         r = reduce(arr, axis, keepdims is True)
+        # numpy's value is fmax.reduce (fmin): of 0.0 and -0.0 it keeps another than max's
+        want = ufunc.reduce(primal_value(a), axis=axis, keepdims=keepdims is True)
+        flip = _np.logical_and(want == 0, _np.signbit(want) != _np.signbit(primal_value(r)))
+        if _np.any(flip):      # the sign bit as numpy's, the derivative kept:
+            r = where_(_np.logical_and(flip, _np.signbit(want)), -(0.0 - r),   # 0.0 -> -0.0
+                       where_(flip, r + 0.0, r))                              # -0.0 -> 0.0
         empty = _nan_count(mask, axis, keepdims is True, _np.float64) == 0
         if _np.any(empty):
             import warnings
             warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
-            r = where_(empty, _np.nan, r)
+            r = where_(empty, want, r)          # (numpy's nan, its sign bit too)
         return r
     public.__name__ = public.__qualname__ = npfn.__name__
     public.__doc__ = f"numpy.{npfn.__name__}: the extreme of the entries that are not nan."
     return public
 
 
-nanmax = _nan_extreme(max, -_np.inf, _np.nanmax)
-nanmin = _nan_extreme(min, _np.inf, _np.nanmin)
+nanmax = _nan_extreme(max, -_np.inf, _np.nanmax, _np.fmax)
+nanmin = _nan_extreme(min, _np.inf, _np.nanmin, _np.fmin)
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
