@@ -526,3 +526,13 @@ def test_nanmax_nanmin_keep_numpys_signed_zeros(name):
              (nd.gradient_r, nd.gradient_f)]
     np.testing.assert_array_equal(g[0], g[1])
     np.testing.assert_array_equal(g[0][:2].sum(axis=1), [1.0, 1.0])    # the tie split, kept
+
+
+def test_fmod_of_python_floats_by_zero():
+    # its rule divided the primals with Python's /, which raised ZeroDivisionError at y = 0
+    with np.errstate(invalid='ignore'):
+        value, tangent = nd.jvp(anp.fmod, (1.5, 0.0), (1.0, 1.0))
+        assert np.isnan(value) and np.isnan(np.fmod(1.5, 0.0))
+        gx, gy = nd.gradient_r(anp.fmod, argnums=(0, 1))(1.5, 0.0)
+    assert gx == 1.0 and gy == -np.inf
+    assert nd.gradient_r(anp.fmod, argnums=(0, 1))(1.5, 0.4) == (1.0, -3.0)

@@ -176,9 +176,14 @@ def partition(a, kth, axis=-1):
 
 
 
+def _fmod_dy(x, y, out):
+    # numpy's division: Python's raised ZeroDivisionError for two Python floats at y = 0
+    with _np.errstate(divide='ignore', invalid='ignore'):
+        return -_np.trunc(_np.true_divide(primal_value(x), primal_value(y)))
+
+
 # fmod: C's remainder, with the sign of x (numpy's values); d/dx = 1, d/dy = -trunc(x / y)
-fmod = _elementwise2('fmod', _np.fmod, None, lambda x, y, out: 1.0,
-                     lambda x, y, out: -_np.trunc(primal_value(x) / primal_value(y)))
+fmod = _elementwise2('fmod', _np.fmod, None, lambda x, y, out: 1.0, _fmod_dy)
 
 
 def signbit(x):
