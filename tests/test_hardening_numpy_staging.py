@@ -536,3 +536,18 @@ def test_fmod_of_python_floats_by_zero():
         gx, gy = nd.gradient_r(anp.fmod, argnums=(0, 1))(1.5, 0.0)
     assert gx == 1.0 and gy == -np.inf
     assert nd.gradient_r(anp.fmod, argnums=(0, 1))(1.5, 0.4) == (1.0, -3.0)
+
+
+def test_loop_state_integer_carrying_a_derivative_is_refused_by_name():
+    # where(c, 1, x) is the integer 1 carrying x's run: the loop's rules crashed with
+    # StopIteration or "NoneType + list"; now a clear error (or, eagerly, Python's loop)
+    def g(x):
+        state = nd.while_loop(lambda s: s[0] < 3.0,
+                              lambda s: (s[0] + 1.0, 0.6 * s[1] + 0.3 * s[2], s[2]),
+                              (0.0, nd.where(x > 0, 1, x), x))
+        return state[1] * x
+    assert nd.gradient_r(g)(0.5) == pytest.approx(0.804)
+    for op in (lambda: nd.stage(nd.gradient_r(g))(0.5), lambda: nd.gradient_f(nd.stage(g))(0.5),
+               lambda: nd.stage(lambda x: nd.jvp(g, (x,), (1.0,)))(0.5)):
+        with pytest.raises(nd.InvalidInputError, match="integer that carries a derivative"):
+            op()

@@ -87,8 +87,27 @@ def _is_float(x):
 
 # ---------------------------------------------------------------- peeling perturbations
 
+def _constant_int(k, x):
+    """State leaf x as a plain integer if it is an integer carrying only zero derivatives
+    (``where(c, 1, x)`` choosing the 1); an integer with a derivative is refused: its
+    tangent cannot be loop state of its own dtype."""
+    if not isinstance(x, Perturbed) or _is_float(x):
+        return x
+    y = x
+    while isinstance(y, Perturbed):
+        parts = [y.tangent] if isinstance(y, Bundle) else [d for _, d in y.partials]
+        if not all(_zero_const(d) for d in parts):
+            raise InvalidInputError(
+                f"while_loop: state leaf {k} is an integer that carries a derivative (as "
+                "where(c, 1, x) gives); start it as a float (1.0, not 1): a loop's state keeps "
+                "its dtypes")
+        y = y.primal
+    return y
+
+
 def _loop(cond_f, body_f, leaves):
     """The final state's leaves, for flat leaves that may carry perturbations."""
+    leaves = [_constant_int(k, x) for k, x in enumerate(leaves)]
     tags = [x.tag for x in leaves if isinstance(x, Perturbed)]
     top = max(tags, default=-1)
     # The body may read values of later runs from its closure: peeling must start with
