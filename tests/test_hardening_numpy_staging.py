@@ -551,3 +551,26 @@ def test_loop_state_integer_carrying_a_derivative_is_refused_by_name():
                lambda: nd.stage(lambda x: nd.jvp(g, (x,), (1.0,)))(0.5)):
         with pytest.raises(nd.InvalidInputError, match="integer that carries a derivative"):
             op()
+
+
+ZERO_D = ['squeeze(x, 0)', 'squeeze(x, -1)', 'take(x, 0, axis=0)', 'take(x, [0, 0], axis=-1)',
+          'repeat(x, 2, axis=0)', 'cumprod(x, axis=-1)', 'nancumprod(x, axis=0)', 'var(x, axis=0)',
+          'std(x, axis=0)', 'linalg.norm(x, axis=0)', 'linalg.vector_norm(x, axis=0)', 'rot90(x)',
+          'partition(x, 0)']
+
+
+@pytest.mark.parametrize("expr", ZERO_D)
+def test_zero_dimensional_arrays_with_an_axis_as_numpy(expr):
+    # numpy takes a 0-d array as 1-d in take, repeat, cumprod and squeeze over axis 0 or -1,
+    # and raises AxisError (ValueError) in var, std, norm, rot90 and partition: nestad
+    # raised, computed a value, or failed with 'integer modulo by zero'
+    x = np.array(1.5)
+    try:
+        want = eval('np.' + expr)
+    except Exception as e:               # noqa: BLE001
+        with pytest.raises(type(e)):
+            nd.jvp(lambda x: eval('anp.' + expr), (x,), (np.array(1.0),))
+        return
+    got, tangent = nd.jvp(lambda x: eval('anp.' + expr), (x,), (np.array(1.0),))
+    assert np.shape(got) == np.shape(want) and np.array_equal(got, want)
+    assert np.shape(tangent) == np.shape(want)

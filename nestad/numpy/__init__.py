@@ -225,6 +225,8 @@ def squeeze(x, axis=None):
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
+    if not s and isinstance(axis, int) and axis in (0, -1):
+        return x                          # (numpy squeezes a 0-d array over axis 0 or -1)
     axes = set(_axis_tuple(axis, len(s)))
     for a in axes:
         if s[a] != 1:

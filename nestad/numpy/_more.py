@@ -82,6 +82,7 @@ def angle(z, deg=False):
 
 def rot90(m, k=1, axes=(0, 1)):
     m = _as_operand(m)
+    _np.rot90(_np.empty(_shape(m), bool), k, axes)      # numpy's checks of the axes (a view)
     k %= 4
     a0, a1 = (a % _ndim(m) for a in axes)
     for _ in range(k):
@@ -169,9 +170,10 @@ def partition(a, kth, axis=-1):
     """numpy.partition: the entries, in numpy's partitioned order, each with its derivative."""
     a = _as_operand(a)
     v = primal_value(a)
+    axis = _axis_index(axis, _np.ndim(v))       # numpy's AxisError, not a modulo by zero
     order = _np.argpartition(v, kth, axis=axis)
     grid = list(_np.indices(_np.shape(v), sparse=True))
-    grid[axis % _np.ndim(v)] = order
+    grid[axis] = order
     return getitem(a, tuple(grid))
 
 

@@ -45,7 +45,7 @@ def repeat(a, repeats, axis=None):
     a = _as_operand(a)
     if not _traced(a):
         return _np.repeat(_plain_operand(a, 'repeat'), repeats, axis)
-    if axis is None:
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy takes a 0-d array as 1-d)
         a, axis = ravel(a), 0
     axis = _axis_index(axis, _ndim(a))
     index = _np.repeat(_np.arange(_shape(a)[axis]), primal_value(repeats))
@@ -276,7 +276,7 @@ def take(a, indices, axis=None, mode='raise'):
     elif indices.dtype.kind not in 'iu':
         raise TypeError(f"Cannot cast array data from {indices.dtype!r} to dtype('int64') "
                         "according to the rule 'safe'")
-    if axis is None:
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy takes a 0-d array as 1-d)
         a, axis = ravel(a), 0
     axis = _axis_index(axis, _ndim(a))
     n = _shape(a)[axis]

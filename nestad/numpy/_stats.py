@@ -60,6 +60,8 @@ def _float_operand(x, dtype):
 def _var(x, axis, dtype, ddof, keepdims):
     # numpy's _var: the mean (kept axes), deviations squared by multiplication, their sum
     # divided by max(n - ddof, 0)
+    if _ndim(x) == 0 and axis is not None:     # numpy's AxisError (a 0-d array has no axis)
+        _np.var(primal_value(x), axis=axis)
     x = _float_operand(x, dtype)
     n = _count(x, axis)
     if n - ddof <= 0:
@@ -303,7 +305,7 @@ def cumprod(a, axis=None, dtype=None, out=None):   # noqa: A002
     _refuse_options('cumprod', out=out)
     if dtype is not None:
         a = astype(a, dtype)
-    if axis is None:
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy's cumprod of a 0-d array is 1-d)
         a, axis = ravel(a), 0
     n = _ndim(a)
     return _cumprod(a, axis=(_axis_index(axis, n)) - n)

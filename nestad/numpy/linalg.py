@@ -119,6 +119,8 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if not _carries(x):
         return _np.linalg.norm(_plain(x, 'norm'), ord, axis, keepdims)
     nd_ = anp._ndim(x)
+    if nd_ == 0 and axis is not None:          # numpy's AxisError (a 0-d array has no axis)
+        _np.linalg.norm(primal_value(x), ord, axis, keepdims)
     if axis is None:
         if ord is None or ord in ('f', 'fro') and nd_ == 2 or ord == 2 and nd_ == 1:
             ret = _norm2(x)
