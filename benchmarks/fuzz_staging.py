@@ -352,7 +352,7 @@ class Result:
 
 # StagingErrors the documentation lists (notes/staging.md): the eager loop promotes a
 # state leaf's dtype, a staged loop refuses to
-DOCUMENTED = ("a loop's state keeps its shapes and dtypes",)
+DOCUMENTED = ("a loop's state keeps its shapes and dtypes", "integer that carries a derivative")
 
 
 def compare(res, check, pid, src, got, want, rtol=1e-12, exact=False, **info):

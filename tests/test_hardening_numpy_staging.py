@@ -574,3 +574,17 @@ def test_zero_dimensional_arrays_with_an_axis_as_numpy(expr):
     got, tangent = nd.jvp(lambda x: eval('anp.' + expr), (x,), (np.array(1.0),))
     assert np.shape(got) == np.shape(want) and np.array_equal(got, want)
     assert np.shape(tangent) == np.shape(want)
+
+
+def test_numba_backend_runs_float32_programs_as_python():
+    # numba types float32 times a Python float as float64 (numpy keeps float32): its
+    # numbers differed from the Python backend's in the 8th digit
+    pytest.importorskip('numba')
+    f = lambda x: (0.25 * x[1]) / (1.0 + 0.25 * 0.25)            # noqa: E731
+    x = np.array([-0.38560754, -0.2233524, 0.34208003], np.float32)
+    staged = nd.stage(f, backend='numba')
+    from nestad.staging.numba_backend import NumbaFallbackWarning
+    with pytest.warns(NumbaFallbackWarning, match='float32'):
+        staged(x)
+        got = staged(x)
+    assert got.dtype == f(x).dtype and got == f(x)
