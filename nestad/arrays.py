@@ -163,6 +163,28 @@ class ArrayPrimitive:
         return f"<array primitive {self.name}>"
 
 
+def _dtype(x):
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return getattr(x, 'dtype', None)
+
+
+def _in_out_dtype(t, out):
+    """The tangent t in the dtype of the output it belongs to: a rule's float64 constant
+    (a mask, an identity matrix) would make a float32 output's tangent float64, and a
+    float32 tangent of a float64 output (numpy promoted a float64 constant) is float64."""
+    od = _dtype(out)
+    if od is None or od.kind != 'f':
+        return t
+    td = _dtype(t)
+    if td is None or td == od or td.kind != 'f':
+        return t
+    if t.__class__ is np.ndarray:
+        return t.astype(od)
+    from .numpy import astype
+    return astype(t, od)
+
+
 def apply(prim, args, params):
     """Apply ``prim`` to ``args`` carrying any tags: outermost tag first, as in lifting.py."""
     top = -1
@@ -196,7 +218,7 @@ def apply(prim, args, params):
                 if c:
                     term = prim.jvps[i](a.tangent, *primals, out=out, **params)
                     tangent = term if tangent is None else tangent + term
-        return make_bundle(top, out, tangent)
+        return make_bundle(top, out, _in_out_dtype(tangent, out))
     partials = tuple((a, VJP(prim.vjps[i], primals, out, params))
                      for i, (a, c) in enumerate(zip(args, carried)) if c)
     return make_cell(top, out, partials)

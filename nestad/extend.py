@@ -130,7 +130,10 @@ def _one_tangent_at_a_time(rule, i):
         if nb == 0:
             return rule(t, *xs, out=out, **params)
         batch = anp._shape(t)[:nb]
-        flat = anp.reshape(t, (-1,) + anp._shape(xs[i]))
+        count = int(np.prod(batch))
+        if count == 0:                 # no direction: an empty batch of tangents
+            return np.zeros(batch + anp._shape(out))
+        flat = anp.reshape(t, (count,) + anp._shape(xs[i]))
         terms = [rule(flat[k], *xs, out=out, **params) for k in range(anp._shape(flat)[0])]
         return anp.reshape(anp.stack(terms), batch + anp._shape(out))
     return jvp

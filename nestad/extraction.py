@@ -125,9 +125,14 @@ def _part(tag, x, part, memo):
             return 0.0 if _is_zero(p) and _is_zero(d) else rebuild_bundle(t, p, d)
         return x if p is x.primal and d is x.tangent else rebuild_bundle(t, p, d)
     if isinstance(x, Real):
-        return 0.0 if part else x
+        if not part:
+            return x
+        # (a float32 or float16 scalar's zero tangent keeps its dtype)
+        return x.dtype.type(0) if isinstance(x, np.floating) and x.dtype.itemsize < 8 else 0.0
     if isinstance(x, (np.ndarray, ArrayTracer)):
-        return np.zeros(x.shape) if part else x
+        if not part:
+            return x
+        return np.zeros(x.shape, x.dtype if x.dtype.kind == 'f' else float)
     if callable(x):
         return ExtractedFunction(tag, x, part)
     raise InvalidInputError(f"cannot read a perturbation out of a {type(x).__name__}")

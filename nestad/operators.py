@@ -166,7 +166,9 @@ def _in_dtype(g, x):
     dt = _narrow_float(x)
     if dt is None or np.result_type(primal_value(g)) == dt:
         return g
-    return anp.astype(g, dt) if isinstance(g, Perturbed) else np.asarray(g).astype(dt)[()]
+    if isinstance(g, Perturbed) or is_tracer(g):     # (a staged gradient: the cast is recorded)
+        return anp.astype(g, dt)
+    return np.asarray(g).astype(dt)[()]
 
 
 # ---------------------------------------------------------------- forward mode
@@ -538,7 +540,8 @@ def jacobian_r(f, argnums=0):
         value, in_def, out_def, out_shapes, pull = _vjp(
             lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
         out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_shapes = [_shape_of(x) for x in flatten(chosen)[0]]
+        in_leaves = flatten(chosen)[0]
+        in_shapes = [_shape_of(x) for x in in_leaves]
         rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
         for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
             for e in range(k):
@@ -553,6 +556,9 @@ def jacobian_r(f, argnums=0):
 
         def block(i, j):
             chunk = rows[j][starts[i]:starts[i + 1]]
+            if not chunk:                  # an empty output: no pass, an empty block
+                return np.zeros(out_shapes[i] + in_shapes[j],
+                                _narrow_float(in_leaves[j]) or np.float64)
             if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
                 return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
             return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),

@@ -355,6 +355,12 @@ def where(condition, x, y):
     return TapeCell(top, next_id(), out, partials)
 
 
+# A recorded select evaluated on perturbed or traced values (a program transformed by jvp
+# or vjp, a loop body differentiated) is where itself: a Python ``if`` there would fix
+# the choice as a guard, which a loop body refuses.
+SELECT.lifted = where
+
+
 # ---------------------------------------------------------------- arithmetic operators
 # Generic rules (used for mixed tags and numpy scalars) plus the hot-path forms,
 # which are the same rules specialised by hand to one tag or a float operand.

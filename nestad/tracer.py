@@ -123,8 +123,8 @@ SIMPLIFY = {}
 
 
 def _const_key(c):
-    if isinstance(c, float):
-        return (float, c.hex())          # keeps -0.0 apart from 0.0
+    if isinstance(c, float):             # keeps -0.0 apart from 0.0, and numpy's float64
+        return (c.__class__, c.hex())    # (which promotes float32 arrays) from Python's
     if isinstance(c, (int, bool, str, type(None))):
         return (type(c), c)
     if isinstance(c, np.ndarray):        # equal constants are one constant

@@ -90,6 +90,7 @@ BINARY = {      # name: (x generator, y generator)
     'mod': (lambda r, s: vals(r, s, 2.2, 2.8), lambda r, s: vals(r, s, 1.0, 1.05)),
     'fmod': (lambda r, s: vals(r, s, 2.2, 2.8) * r.choice([-1.0, 1.0], size=s),
              lambda r, s: vals(r, s, 1.0, 1.05)),
+    'float_power': (lambda r, s: vals(r, s, 0.5, 2.0), vals),
 }
 
 

@@ -26,7 +26,7 @@ from ..arrays import ArrayPrimitive, apply, is_array, subclass_error
 from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..tracer import SIMPLIFY as _SIMPLIFY, UFUNC_PRIMITIVES as _UFUNC_PRIMITIVES, is_tracer
-from ..tracer import producer as _producer
+from ..tracer import Tracer as _Tracer, producer as _producer
 from ..values import Perturbed, primal_value
 
 try:                                            # numpy >= 2.0
@@ -225,6 +225,8 @@ def squeeze(x, axis=None):
     s = _shape(x)
     if axis is None:
         return reshape(x, [d for d in s if d != 1])
+    if not s and isinstance(axis, int) and axis in (0, -1):
+        return x                          # (numpy squeezes a 0-d array over axis 0 or -1)
     axes = set(_axis_tuple(axis, len(s)))
     for a in axes:
         if s[a] != 1:
@@ -266,9 +268,11 @@ def _elementwise1(name, npfn, scalar, deriv=None):
 
 def _python_scalar(x):
     """True if the value under x's perturbations is a Python float or int (numpy's float64
-    is one): the scalar primitives take it.  Arrays and other numpy scalars (float32) go
-    to the array primitives, which keep numpy's dtypes."""
-    return isinstance(primal_value(x), (int, float))
+    is one), or a traced one: the scalar primitives take it (staged code then applies the
+    same rules as eager code, which round differently from the array ones).  Arrays and
+    other numpy scalars (float32) go to the array primitives, which keep numpy's dtypes."""
+    v = primal_value(x)
+    return isinstance(v, (int, float)) or v.__class__ is _Tracer and v.dtype == _np.float64
 
 
 def _as_operand(x):
@@ -783,6 +787,8 @@ def _exclusive_cumprod(y):
     cumprod; perturbed ones a log-depth scan of lifted multiplies, so that derivatives of
     every order are again products of entries (exact at and near zeros)."""
     n = _shape(y)[-1]
+    if n == 0:                     # nothing to multiply (an empty axis)
+        return y
     if not isinstance(y, Perturbed):
         return _np.concatenate([_np.ones_like(y[..., :1]), _np.cumprod(y[..., :n - 1], axis=-1)],
                                axis=-1)
@@ -806,7 +812,7 @@ def _prod_others(x, axis):
     xs = _shape(x)
     # plain x (a first derivative): numpy's own functions, without the lifted calls
     tr, rs = (_np.transpose, _np.reshape) if not isinstance(x, Perturbed) else (transpose, reshape)
-    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (-1,))
+    y = rs(tr(x, perm), tuple(xs[a] for a in kept) + (int(_np.prod([xs[a] for a in reduced])),))
     if isinstance(x, Perturbed):       # prefix and (reversed) suffix products in one scan
         both = _exclusive_cumprod(stack([y, y[..., ::-1]]))
         others = both[0] * both[1][..., ::-1]
@@ -935,8 +941,8 @@ def _inner_vjp(k):
         n = _shape(a)[-1]
         g2 = reshape(g, (int(_np.prod(_shape(a)[:-1])), int(_np.prod(_shape(b)[:-1]))))
         if k == 0:
-            return reshape(matmul(g2, reshape(b, (-1, n))), _shape(a))
-        return reshape(matmul(transpose(g2), reshape(a, (-1, n))), _shape(b))
+            return reshape(matmul(g2, reshape(b, (_shape(g2)[1], n))), _shape(a))
+        return reshape(matmul(transpose(g2), reshape(a, (_shape(g2)[0], n))), _shape(b))
     return vjp
 
 
@@ -955,7 +961,7 @@ def inner(a, b):
 def _vdot_jvp(k):
     def jvp(t, a, b, out):
         x, other = (a, b) if k == 0 else (b, a)
-        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (-1,)), ravel(other))
+        return matmul(reshape(t, _shape(t)[:_nbatch(t, x)] + (int(_np.prod(_shape(x))),)), ravel(other))
     return jvp
 
 
@@ -1083,8 +1089,12 @@ def cumsum(x, axis=None):
 
 # How staged code spells these primitives (nestad.staging.codegen); the others are
 # called through their plain implementation.  Elementwise ufuncs are spelled np.<name>.
+# (numpy's functions, not operators: on two Python floats an operator gives a Python float,
+# which numpy does not promote a float32 array with, numpy.multiply a float64 scalar, as
+# eager nestad.numpy gives; and / raises where numpy.true_divide gives inf)
 _EXPRESSIONS = {
-    'add': '{0} + {1}', 'subtract': '{0} - {1}', 'multiply': '{0} * {1}', 'divide': '{0} / {1}',
+    'add': 'np.add({0}, {1})', 'subtract': 'np.subtract({0}, {1})',
+    'multiply': 'np.multiply({0}, {1})', 'divide': 'np.true_divide({0}, {1})',
     'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({0}, {1}, {2})',
     'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
     'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
@@ -1099,17 +1109,28 @@ for _qualname, _prim in _registry.PRIMITIVES.items():
         if _name in _EXPRESSIONS:
             _prim.emit = _EXPRESSIONS[_name]
         elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
-            _prim.emit = f"np.{_prim.plain.__name__}({{0}})"
+            # every operand (the binary ones were written with their first operand only)
+            _operands = ', '.join(f"{{{_k}}}" for _k in range(_prim.plain.nin))
+            _prim.emit = f"np.{_prim.plain.__name__}({_operands})"
 
 
 
 # Identities applied while tracing (nestad.tracer.SIMPLIFY): each gives a value equal to
 # the result bit for bit, so staged programs skip work the rules spell out in general.
+def _keeps_dtype(x, c):
+    """True if x (a tracer) combined with the constant c has x's dtype: numpy promotes a
+    float32 x with a float64 array or numpy scalar (not with a Python number), and a
+    Python float x (weak) takes the dtype of a float32 array or scalar c.  Read from x's
+    example value, which is a Python float where x stands for one."""
+    v = x.val
+    return _np.result_type(v, c) == _np.result_type(v)
+
+
 def _is_ones(c, x):
     """A plain constant of ones that leaves x unchanged when multiplying it."""
     if isinstance(c, (int, float)) and not isinstance(c, bool):
-        return c == 1
-    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and \
+        return c == 1 and _keeps_dtype(x, c)
+    return isinstance(c, _np.ndarray) and c.dtype.kind == 'f' and _keeps_dtype(x, c) and \
         _np.broadcast_shapes(c.shape, x.shape) == x.shape and bool(_np.all(c == 1))
 
 
@@ -1126,7 +1147,8 @@ def _times_one(x, y):
 
 
 def _power_identity(x, y):
-    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)):
+    if not _float_tracer(x) or isinstance(y, bool) or not isinstance(y, (int, float)) or \
+            not _keeps_dtype(x, y):
         return None
     if y == 0:
         return _np.ones(x.shape, x.dtype)
@@ -1185,11 +1207,12 @@ def _simplify_multiply(x, y):
         return same
     for c, t in ((x, y), (y, x)):        # by a constant array of one value: by that scalar
         if isinstance(c, _np.ndarray) and c.size and c.dtype.kind == 'f' and _float_tracer(t) \
-                and _np.broadcast_shapes(c.shape, _shape(t)) == _shape(t) \
+                and _keeps_dtype(t, c) and _np.broadcast_shapes(c.shape, _shape(t)) == _shape(t) \
                 and bool(_np.all(c == c.flat[0])):
             return multiply(t, float(c.flat[0]))
     c, t = (x, y) if _is_scalar_const(x) else (y, x) if _is_scalar_const(y) else (None, None)
-    if c is None or not _float_tracer(t):
+    # (a numpy scalar wider than t promotes the product: it is not a Python float there)
+    if c is None or not _float_tracer(t) or not _keeps_dtype(t, c):
         return None
     if c == -1:
         return negative(t)

@@ -5,7 +5,7 @@ import math
 
 import numpy as _np
 
-from . import (_as_operand, _axis_index, _elementwise2, _ndim, _plain_operand, _shape, absolute,
+from . import (_as_operand, _axis_index, _dpow_dx, _dpow_dy, _elementwise2, _ndim, _plain_operand, _shape, absolute,
                astype, concatenate, exp2, getitem, isfinite, isnan, maximum, minimum, negative,
                power, reshape, sin, transpose, vstack, where)
 from ..errors import InvalidInputError
@@ -82,6 +82,7 @@ def angle(z, deg=False):
 
 def rot90(m, k=1, axes=(0, 1)):
     m = _as_operand(m)
+    _np.rot90(_np.empty(_shape(m), bool), k, axes)      # numpy's checks of the axes (a view)
     k %= 4
     a0, a1 = (a % _ndim(m) for a in axes)
     for _ in range(k):
@@ -169,16 +170,22 @@ def partition(a, kth, axis=-1):
     """numpy.partition: the entries, in numpy's partitioned order, each with its derivative."""
     a = _as_operand(a)
     v = primal_value(a)
+    axis = _axis_index(axis, _np.ndim(v))       # numpy's AxisError, not a modulo by zero
     order = _np.argpartition(v, kth, axis=axis)
     grid = list(_np.indices(_np.shape(v), sparse=True))
-    grid[axis % _np.ndim(v)] = order
+    grid[axis] = order
     return getitem(a, tuple(grid))
 
 
 
+def _fmod_dy(x, y, out):
+    # numpy's division: Python's raised ZeroDivisionError for two Python floats at y = 0
+    with _np.errstate(divide='ignore', invalid='ignore'):
+        return -_np.trunc(_np.true_divide(primal_value(x), primal_value(y)))
+
+
 # fmod: C's remainder, with the sign of x (numpy's values); d/dx = 1, d/dy = -trunc(x / y)
-fmod = _elementwise2('fmod', _np.fmod, None, lambda x, y, out: 1.0,
-                     lambda x, y, out: -_np.trunc(primal_value(x) / primal_value(y)))
+fmod = _elementwise2('fmod', _np.fmod, None, lambda x, y, out: 1.0, _fmod_dy)
 
 
 def signbit(x):
@@ -204,10 +211,20 @@ def heaviside(x1, x2):
     x1, x2 = _as_operand(x1), _as_operand(x2)
     v1 = primal_value(x1)
     dt = _promoted(x1, x2)
-    return where(v1 == 0, astype(x2, dt), _np.heaviside(v1, _np.zeros((), dt)).astype(dt))
+    return where(v1 == 0, astype(x2, dt), astype(_np.heaviside(v1, _np.zeros((), dt)), dt))
+
+
+def _float_power_plain(x, y):
+    with _np.errstate(divide='ignore', invalid='ignore'):
+        return _np.float_power(x, y)
+
+
+# numpy.float_power's own values (its loop rounds differently from power's in the last bit,
+# for one pair in twenty), power's rules
+_float_power = _elementwise2('float_power', _float_power_plain, None, _dpow_dx, _dpow_dy)
 
 
 def float_power(x1, x2):
-    """x1 ** x2 computed in float64 (numpy.float_power)."""
+    """x1 ** x2 computed in float64 (numpy.float_power): numpy's values, power's rules."""
     x1, x2 = _as_operand(x1), _as_operand(x2)
-    return power(astype(x1, _np.float64), astype(x2, _np.float64))
+    return _float_power(astype(x1, _np.float64), astype(x2, _np.float64))

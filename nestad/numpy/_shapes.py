@@ -45,7 +45,7 @@ def repeat(a, repeats, axis=None):
     a = _as_operand(a)
     if not _traced(a):
         return _np.repeat(_plain_operand(a, 'repeat'), repeats, axis)
-    if axis is None:
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy takes a 0-d array as 1-d)
         a, axis = ravel(a), 0
     axis = _axis_index(axis, _ndim(a))
     index = _np.repeat(_np.arange(_shape(a)[axis]), primal_value(repeats))
@@ -271,7 +271,12 @@ def take(a, indices, axis=None, mode='raise'):
     indices = _plain_indices(indices, 'take')
     if not _traced(a):
         return _np.take(_plain_operand(a, 'take'), indices, axis, mode=mode)
-    if axis is None:
+    if indices.dtype.kind == 'b':       # numpy takes bools as the indices 0 and 1 (not a mask)
+        indices = indices.astype(_np.intp)
+    elif indices.dtype.kind not in 'iu':
+        raise TypeError(f"Cannot cast array data from {indices.dtype!r} to dtype('int64') "
+                        "according to the rule 'safe'")
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy takes a 0-d array as 1-d)
         a, axis = ravel(a), 0
     axis = _axis_index(axis, _ndim(a))
     n = _shape(a)[axis]
@@ -396,6 +401,9 @@ def pad(array, pad_width, mode='constant', **kwargs):
             f"nestad.numpy.pad supports mode='constant' and the modes {_PAD_INDEX_MODES} "
             f"(reflect_type='even'), not mode={mode!r} with {sorted(kwargs)}")
     nd_ = _ndim(x)
+    if nd_ == 0:                      # numpy pads a 0-d array along none of its axes
+        _np.pad(primal_value(x), pad_width, mode, **kwargs)       # (and checks the arguments)
+        return x
     widths = _np.broadcast_to(_np.round(_np.asarray(pad_width)).astype(_np.intp), (nd_, 2))
     if _np.any(widths < 0):
         raise ValueError("index can't contain negative values")

@@ -15,9 +15,9 @@ import builtins
 
 import numpy as _np
 
-from . import (_as_operand, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
+from . import (_as_operand, _axis_tuple, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
                _shape, astype, broadcast_to, concatenate, dot, getitem, max, mean,
-               min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, swapaxes, transpose,
+               min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, transpose,
                where)
 from ._shapes import _axis_index, _traced, diag, sort
 from ..errors import InvalidInputError
@@ -60,8 +60,15 @@ def _float_operand(x, dtype):
 def _var(x, axis, dtype, ddof, keepdims):
     # numpy's _var: the mean (kept axes), deviations squared by multiplication, their sum
     # divided by max(n - ddof, 0)
+    if _ndim(x) == 0 and axis is not None:     # numpy's AxisError (a 0-d array has no axis)
+        _np.var(primal_value(x), axis=axis)
     x = _float_operand(x, dtype)
     n = _count(x, axis)
+    if n - ddof <= 0:
+        # numpy divides by max(n - ddof, 0) = 0: inf (nan where the deviations are 0), a
+        # constant; its derivative through the division would be inf or nan, and differ
+        # between the modes
+        x = primal_value(x)
     m = sum(x, axis, keepdims=True) / float(n)
     # one entry per slice: the deviation is 0 whatever x is, so var and std are constants
     # (a derivative through sqrt(0) would be inf * 0 = nan)
@@ -101,23 +108,24 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_np._NoValue
         return _np.average(_plain_operand(a, 'average'), axis, w, returned, **_kw(keepdims=keepdims))
     keep = keepdims is True
     axis = _norm_axis(axis)
+    if w is not None and axis is not None:
+        axis = _axis_tuple(axis, _ndim(a))
     if w is None:
         avg = mean(a, axis, keep)
         scl = _np.result_type(primal_value(avg)).type(_np.size(primal_value(a)) /
                                                       _np.size(primal_value(avg)))
     else:
-        if _shape(a) != _shape(w):
+        if _shape(a) != _shape(w):             # numpy's checks and broadcast, step by step
             if axis is None:
                 raise TypeError("Axis must be specified when shapes of a and weights differ.")
-            if _ndim(w) != 1:
-                raise TypeError("1D weights expected when shapes of a and weights differ.")
-            if _shape(w)[0] != _shape(a)[axis]:
-                raise ValueError("Length of weights not compatible with specified axis.")
-            w = broadcast_to(w, (1,) * (_ndim(a) - 1) + _shape(w))
-            w = swapaxes(w, -1, axis)
-        dt = _np.result_type(primal_value(a), primal_value(w))
-        if dt.kind in 'biu':
-            dt = _np.result_type(dt, 'f8')
+            if _shape(w) != tuple(_shape(a)[ax] for ax in axis):
+                raise ValueError("Shape of weights must be consistent with shape of a along "
+                                 "specified axis.")
+            w = transpose(w, tuple(_np.argsort(axis)))
+            w = reshape(w, tuple(s if ax in axis else 1 for ax, s in enumerate(_shape(a))))
+        # integers (and bools) average in float64 at least, whatever the weights' dtype
+        ta, tw = _np.result_type(primal_value(a)), _np.result_type(primal_value(w))
+        dt = _np.result_type(ta, tw, 'f8') if ta.kind in 'biu' else _np.result_type(ta, tw)
         a, w = astype(a, dt), astype(w, dt)
         scl = sum(w, axis, keepdims=keep)
         if _np.any(primal_value(scl) == 0.0):
@@ -181,12 +189,15 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = w_sum - ddof
     else:
         fact = w_sum - ddof * sum(w * aweights) / w_sum
-    if primal_value(fact) <= 0:
+    constant = primal_value(fact) <= 0
+    if constant:
         import warnings
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
         fact = 0.0
     X = X - reshape(avg, (-1, 1))
     X_T = transpose(X) if w is None else transpose(X * w)
+    if constant:       # numpy's inf and nan (a division by 0): constants, as var's there
+        X, X_T = primal_value(X), primal_value(X_T)
     c = dot(X, X_T)
     with _np.errstate(divide='ignore'):
         c = c * (_np.true_divide(1, fact) if isinstance(fact, (int, float)) else 1.0 / fact)
@@ -294,7 +305,7 @@ def cumprod(a, axis=None, dtype=None, out=None):   # noqa: A002
     _refuse_options('cumprod', out=out)
     if dtype is not None:
         a = astype(a, dtype)
-    if axis is None:
+    if axis is None or _ndim(a) == 0 and axis in (0, -1):    # (numpy's cumprod of a 0-d array is 1-d)
         a, axis = ravel(a), 0
     n = _ndim(a)
     return _cumprod(a, axis=(_axis_index(axis, n)) - n)
@@ -351,11 +362,19 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_np._NoValue, *, where=
     arr, mask = _replace_nan(a, 0.0)
     tot = sum(_float_operand(arr, dtype), axis, keepdims is True)
     cnt = _nan_count(mask, axis, keepdims is True, _np.result_type(primal_value(tot)))
-    with _np.errstate(invalid='ignore', divide='ignore'):
+    empty = cnt == 0
+    if not _np.any(empty):
         return tot / cnt
+    # an all-nan slice: numpy's nan (0 / 0, its sign bit too), a constant; divided by 1
+    # there, so that neither mode's derivative meets 0 / 0 (forward gave nan, reverse 0)
+    import warnings
+    warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    with _np.errstate(invalid='ignore', divide='ignore'):
+        nan = primal_value(tot) / primal_value(cnt)
+    return where_(empty, nan, tot / where_(empty, 1.0, cnt))
 
 
-def _nan_extreme(reduce, fill, npfn):
+def _nan_extreme(reduce, fill, npfn, ufunc):
     def public(a, axis=None, out=None, keepdims=_np._NoValue, initial=_np._NoValue,
                where=_np._NoValue):   # noqa: A002
         a = _as_operand(a)
@@ -366,19 +385,25 @@ def _nan_extreme(reduce, fill, npfn):
         axis = _norm_axis(axis)
         arr, mask = _replace_nan(a, fill)
         r = reduce(arr, axis, keepdims is True)
+        # numpy's value is fmax.reduce (fmin): of 0.0 and -0.0 it keeps another than max's
+        want = ufunc.reduce(primal_value(a), axis=axis, keepdims=keepdims is True)
+        flip = _np.logical_and(want == 0, _np.signbit(want) != _np.signbit(primal_value(r)))
+        if _np.any(flip):      # the sign bit as numpy's, the derivative kept:
+            r = where_(_np.logical_and(flip, _np.signbit(want)), -(0.0 - r),   # 0.0 -> -0.0
+                       where_(flip, r + 0.0, r))                              # -0.0 -> 0.0
         empty = _nan_count(mask, axis, keepdims is True, _np.float64) == 0
         if _np.any(empty):
             import warnings
             warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
-            r = where_(empty, _np.nan, r)
+            r = where_(empty, want, r)          # (numpy's nan, its sign bit too)
         return r
     public.__name__ = public.__qualname__ = npfn.__name__
     public.__doc__ = f"numpy.{npfn.__name__}: the extreme of the entries that are not nan."
     return public
 
 
-nanmax = _nan_extreme(max, -_np.inf, _np.nanmax)
-nanmin = _nan_extreme(min, _np.inf, _np.nanmin)
+nanmax = _nan_extreme(max, -_np.inf, _np.nanmax, _np.fmax)
+nanmin = _nan_extreme(min, _np.inf, _np.nanmin, _np.fmin)
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
@@ -389,6 +414,16 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
         return _np.nanvar(_plain_operand(a, 'nanvar'), axis, dtype, out, ddof,
                           **_kw(keepdims=keepdims, where=where, mean=mean, correction=correction))
     _refuse_options('nanvar', out=out, where=where, mean=mean)
+    v, bad, _ = _nanvar(a, axis, dtype, ddof, keepdims, correction)
+    return v if bad is None else where_(bad, _np.nan, v)
+
+
+def _nanvar(a, axis, dtype, ddof, keepdims, correction):
+    """(v, bad, count): numpy's nanvar where the degrees of freedom are positive, the mask
+    of slices where they are not (None if none), whose result is the constant nan, and the
+    number of entries of each slice that are not nan.  Where bad, v divides by 1 instead
+    of dof <= 0: a division by 0 (or a negative dof) would give the forward and reverse
+    modes different nan and 0 derivatives of that constant."""
     if correction is not _np._NoValue:
         ddof = correction
     axis = _norm_axis(axis)
@@ -399,13 +434,14 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
         avg = sum(arr, axis, keepdims=True) / _nan_count(mask, axis, True, dt)
         d = where_(mask, 0.0, arr - avg)
         v = sum(d * d, axis, keepdims is True)
-        dof = _nan_count(mask, axis, keepdims is True, dt) - ddof
-        v = v / dof
-    if _np.any(dof <= 0):
-        import warnings
-        warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=2)
-        v = where_(dof <= 0, _np.nan, v)
-    return v
+        count = _nan_count(mask, axis, keepdims is True, dt)
+        dof = count - ddof
+        bad = dof <= 0
+        if not _np.any(bad):
+            return v / dof, None, count
+    import warnings
+    warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
+    return v / where_(bad, 1.0, dof), bad, count
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
@@ -415,8 +451,20 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
     if not _traced(a):
         return _np.nanstd(_plain_operand(a, 'nanstd'), axis, dtype, out, ddof,
                           **_kw(keepdims=keepdims, where=where, mean=mean, correction=correction))
-    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
-                       correction=correction))
+    _refuse_options('nanstd', out=out, where=where, mean=mean)
+    v, bad, count = _nanvar(a, axis, dtype, ddof, keepdims, correction)
+    # A slice with one entry that is not nan has deviation 0 whatever it is: its std is
+    # the constant 0, as std's of one entry (not sqrt'(0) * 0 = nan).  The constants are
+    # chosen after sqrt, which sees 1 there, so that neither mode meets 0 * inf.
+    one = count == 1
+    if bad is not None:                 # (numpy's functions: the masks may be traced)
+        one = _np.logical_and(one, _np.logical_not(bad))
+    if bad is None and not _np.any(one):
+        return sqrt(v)
+    const = one if bad is None else _np.logical_or(one, bad)
+    r = sqrt(where_(const, 1.0, v))
+    r = where_(one, 0.0, r)
+    return r if bad is None else where_(bad, _np.nan, r)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):   # noqa: A002
@@ -453,7 +501,9 @@ def _merged(a, axis):
     axes = sorted({_axis_index(ax, nd_) for ax in (axis if isinstance(axis, (tuple, list)) else (axis,))})
     kept = [d for d in range(nd_) if d not in axes]
     a = transpose(a, kept + axes)
-    return reshape(a, tuple(_shape(a)[:len(kept)]) + (-1,))
+    kept_shape = tuple(_shape(a)[:len(kept)])
+    # (the merged length spelled out: -1 is ambiguous when a kept axis is empty)
+    return reshape(a, kept_shape + (int(_np.prod(_shape(a)[len(kept):])),))
 
 
 def _nan_last(s, result):
@@ -474,6 +524,8 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):   # n
     _refuse_options('median', out=out)
     shape = _shape(a)
     if _ndim(a) == 0:
+        if axis is not None:          # numpy's AxisError (a 0-d array has no axis 0)
+            _np.median(primal_value(a), axis=axis)
         return a
     s = sort(_merged(a, axis), axis=-1)
     n = _shape(s)[-1]

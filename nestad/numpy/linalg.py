@@ -35,7 +35,11 @@ def _mT(a):
 # ---------------------------------------------------------------- norm
 
 def _ipow(x, p):
-    """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths)."""
+    """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths; on a
+    reduction's scalar result it is numpy's scalar power, whose last bit can differ from
+    the power ufunc's: Python's ``**`` reaches it, staged too)."""
+    if anp._ndim(x) == 0:
+        return x ** float(p)
     if p == 1:
         return x
     if p == -1:
@@ -93,6 +97,20 @@ def _matrix_norm(x, ord, row, col, keepdims):
     return ret
 
 
+def _norm2_jvp(t, x, out):
+    return anp.divide(anp.sum(x * t, axis=tuple(range(-anp._ndim(x), 0))), out)
+
+
+def _norm2_vjp(g, x, out):
+    return anp.divide(g, out) * x
+
+
+# The 2-norm of all of x: numpy's own value, sqrt(dot(x.ravel(order='K'), x.ravel(order='K'))),
+# whose summation follows x's memory layout (a transposed or strided x sums in another
+# order than a C-ordered copy: one result in five differed in the last bit); rules x / |x|.
+_norm2 = _define('linalg.norm', lambda x: _np.linalg.norm(x), (_norm2_jvp,), (_norm2_vjp,))
+
+
 def norm(x, ord=None, axis=None, keepdims=False):
     """numpy.linalg.norm: every vector ``ord`` (inf, -inf, 0, 1, 2, any p, None) over one
     axis, every matrix ``ord`` ('fro', 'nuc', inf, -inf, 1, -1, 2, -2, None) over two,
@@ -101,10 +119,11 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if not _carries(x):
         return _np.linalg.norm(_plain(x, 'norm'), ord, axis, keepdims)
     nd_ = anp._ndim(x)
+    if nd_ == 0 and axis is not None:          # numpy's AxisError (a 0-d array has no axis)
+        _np.linalg.norm(primal_value(x), ord, axis, keepdims)
     if axis is None:
         if ord is None or ord in ('f', 'fro') and nd_ == 2 or ord == 2 and nd_ == 1:
-            flat = anp.ravel(x)
-            ret = anp.sqrt(anp.dot(flat, flat))       # numpy's own steps: a dot of x with itself
+            ret = _norm2(x)
             return anp.reshape(ret, [1] * nd_) if keepdims else ret
         axis = tuple(range(nd_))
     elif not isinstance(axis, tuple):
@@ -257,10 +276,65 @@ def _pinv_plain(a, hermitian, **tol):
     return _np.linalg.pinv(a, hermitian=hermitian, **tol)
 
 
+def _pinv_kept(a, hermitian, tol):
+    """numpy's cut-off: (mask of the singular values pinv keeps, True if it drops one
+    that is not zero to rounding).  Then pinv(a) is the pseudo-inverse of the truncation
+    A_k = U S_k V^T, not of a, and the derivative is that of pinv(A_k(a))."""
+    from ._spectral import _TIE
+    s = _np.linalg.svd(primal_value(a), compute_uv=False, hermitian=hermitian)
+    rcond, rtol = tol.get('rcond'), tol.get('rtol', _np._NoValue)
+    if rcond is None:
+        rcond = 1e-15 if rtol is _np._NoValue else \
+            max(anp._shape(a)[-2:]) * _np.finfo(s.dtype).eps if rtol is None else rtol
+    top = _np.max(s, axis=-1, keepdims=True)
+    keep = s > _np.asarray(rcond)[..., None] * top
+    zero = s <= _TIE * s.shape[-1] * top
+    # (numpy's functions, not ~ and &: staged, the masks are traced)
+    return keep, bool(_np.any(_np.logical_not(_np.logical_or(keep, zero))))
+
+
+def _truncation(a, keep, hermitian):
+    """A_k = U S_k V^T: a without the singular values pinv drops (a differentiable
+    composition of nestad's svd)."""
+    u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
+    return anp.matmul(u * anp.expand_dims(s * keep, -2), vh)
+
+
+def _truncation_jvp(a, t, keep, hermitian):
+    """(A_k, its tangent along t), by a forward run of its own (t may be batched)."""
+    from .. import perturbation
+    from ..arrays import make_bundle
+    from ..extraction import primal_of, tangent_of
+    tag = perturbation.fresh()
+    try:
+        y = _truncation(make_bundle(tag, a, t), keep, hermitian)
+        return primal_of(tag, y), tangent_of(tag, y)
+    finally:
+        perturbation.retire(tag)
+
+
+def _truncation_vjp(a, g, keep, hermitian):
+    """The cotangent of a for a cotangent g of A_k, by a reverse run of its own."""
+    from .. import perturbation
+    from ..arrays import make_cell
+    from ..reverse import backpropagate
+    tag = perturbation.fresh()
+    try:
+        cell = make_cell(tag, a, ())
+        sens = backpropagate((_truncation(cell, keep, hermitian),), (g,), tag)
+        return sens[cell.id] if cell.id in sens else _np.zeros(anp._shape(a))
+    finally:
+        perturbation.retire(tag)
+
+
 def _pinv_jvp(t, a, out, hermitian, **tol):
     # d A+ = -A+ dA A+ + A+ A+^T dA^T (I - A A+) + (I - A+ A) dA^T A+^T A+, where the rank of
-    # A is locally constant (Golub and Pereyra 1973)
-    if hermitian:                                      # numpy reads the lower triangle
+    # A is locally constant (Golub and Pereyra 1973); with A_k for A where the cut-off
+    # drops singular values that are not zero (A+ is then A_k's pseudo-inverse)
+    keep, truncated = _pinv_kept(a, hermitian, tol)
+    if truncated:
+        a, t = _truncation_jvp(a, t, keep, hermitian)
+    elif hermitian:                                    # numpy reads the lower triangle
         t, a = _from_triangle(t, True), _from_triangle(a, True)
     m, n = anp._shape(a)[-2:]
     p_out = _np.eye(m) - anp.matmul(a, out)            # I - A A+
@@ -272,7 +346,12 @@ def _pinv_jvp(t, a, out, hermitian, **tol):
 
 
 def _pinv_vjp(g, a, out, hermitian, **tol):
-    a = _from_triangle(a, True) if hermitian else a
+    keep, truncated = _pinv_kept(a, hermitian, tol)
+    a0 = a
+    if truncated:
+        a = _truncation(a, keep, hermitian)
+    elif hermitian:
+        a = _from_triangle(a, True)
     m, n = anp._shape(a)[-2:]
     p_out = _np.eye(m) - anp.matmul(a, out)
     p_in = _np.eye(n) - anp.matmul(out, a)
@@ -280,6 +359,8 @@ def _pinv_vjp(g, a, out, hermitian, **tol):
     ga = (-anp.matmul(_mT(out), anp.matmul(g, _mT(out)))
           + anp.matmul(p_out, anp.matmul(gT, anp.matmul(out, _mT(out))))
           + anp.matmul(anp.matmul(_mT(out), out), anp.matmul(gT, p_in)))
+    if truncated:
+        return _truncation_vjp(a0, ga, keep, hermitian)
     return _to_triangle(ga, True) if hermitian else ga
 
 

@@ -79,11 +79,11 @@ def subscript(index, em):
     out = []
     for p in parts:
         if isinstance(p, slice):
-            start, stop, step = (("" if v is None else em.const(v)) for v in
+            start, stop, step = (("" if v is None else em.const(v, index=True)) for v in
                                  (p.start, p.stop, p.step))
             out.append(f"{start}:{stop}" + (f":{step}" if step else ""))
         else:
-            out.append(em.const(p))
+            out.append(em.const(p, index=True))
     if not out:
         return "()"
     return ", ".join(out) + ("," if isinstance(index, tuple) and len(out) == 1 else "")

@@ -42,21 +42,24 @@ class _Emitter:
         self.globals[name] = value
         return name
 
-    def const(self, c):
-        """Source for a constant: a literal where one spells it exactly."""
+    def const(self, c, index=False):
+        """Source for a constant: a literal where one spells it exactly.  A numpy scalar
+        is no Python literal (numpy promotes a float32 array with a float64 or int64
+        scalar, not with a Python number), but in an index (``index``) it may be."""
         if isinstance(c, _SIMPLE_LITERALS):
             return repr(c)
-        if isinstance(c, (np.integer, np.bool_)):
+        if isinstance(c, np.bool_) or index and isinstance(c, np.integer):
             return repr(c.item())
-        if isinstance(c, float) and math.isfinite(c):
+        if c.__class__ is float and math.isfinite(c):
             return f"({c!r})" if c < 0 or (c == 0 and math.copysign(1, c) < 0) else repr(c)
-        if isinstance(c, (tuple, list)):
-            inner = ", ".join(self.const(x) for x in c)
+        if isinstance(c, (tuple, list)):         # (shapes, axes, indices: ints as literals)
+            inner = ", ".join(self.const(x, True) for x in c)
             if isinstance(c, tuple):
                 return f"({inner},)" if len(c) == 1 else f"({inner})"
             return f"[{inner}]"
         if isinstance(c, slice):
-            return f"slice({self.const(c.start)}, {self.const(c.stop)}, {self.const(c.step)})"
+            return f"slice({self.const(c.start, True)}, {self.const(c.stop, True)}, " \
+                f"{self.const(c.step, True)})"
         if c is Ellipsis:
             return "..."
         return self.bind(c, "c")

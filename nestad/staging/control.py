@@ -87,8 +87,27 @@ def _is_float(x):
 
 # ---------------------------------------------------------------- peeling perturbations
 
+def _constant_int(k, x):
+    """State leaf x as a plain integer if it is an integer carrying only zero derivatives
+    (``where(c, 1, x)`` choosing the 1); an integer with a derivative is refused: its
+    tangent cannot be loop state of its own dtype."""
+    if not isinstance(x, Perturbed) or _is_float(x):
+        return x
+    y = x
+    while isinstance(y, Perturbed):
+        parts = [y.tangent] if isinstance(y, Bundle) else [d for _, d in y.partials]
+        if not all(_zero_const(d) for d in parts):
+            raise InvalidInputError(
+                f"while_loop: state leaf {k} is an integer that carries a derivative (as "
+                "where(c, 1, x) gives); start it as a float (1.0, not 1): a loop's state keeps "
+                "its dtypes")
+        y = y.primal
+    return y
+
+
 def _loop(cond_f, body_f, leaves):
     """The final state's leaves, for flat leaves that may carry perturbations."""
+    leaves = [_constant_int(k, x) for k, x in enumerate(leaves)]
     tags = [x.tag for x in leaves if isinstance(x, Perturbed)]
     top = max(tags, default=-1)
     # The body may read values of later runs from its closure: peeling must start with
@@ -126,20 +145,40 @@ def _carry(x, leaves):
 
     def zero(leaf):
         shape = batch + np.shape(primal_value(leaf))
-        return np.zeros(shape) if shape else 0.0
+        return np.zeros(shape, _float_dtype(leaf)) if shape else 0.0
     return [make_bundle(x.tag, leaf, zero(leaf)) if _is_float(leaf) else leaf for leaf in leaves]
+
+
+def _float_dtype(p):
+    """The dtype of a float leaf's tangents: its own (float32 stays float32)."""
+    return getattr(primal_value(p), 'dtype', None) or np.dtype(float)
+
+
+def _in_dtype_of(t, p):
+    """Tangent t of leaf p in p's dtype: the loop's state keeps its dtypes, and the body
+    gives each tangent its primal's dtype (a float64 tangent of a float32 leaf would
+    change dtype in the first iteration)."""
+    dt = getattr(primal_value(p), 'dtype', None)
+    td = getattr(primal_value(t), 'dtype', None)
+    if dt is None or td is None or td == dt:
+        return t
+    if t.__class__ is np.ndarray:
+        return t.astype(dt)
+    from .. import numpy as anp
+    return anp.astype(t, dt)
 
 
 def _instantiate(tangents, primals):
     """Zero tangents (with the batch axes of the given ones) for float leaves that do
-    not carry the run: the body may make them depend on it."""
+    not carry the run: the body may make them depend on it.  Every tangent in its leaf's
+    dtype."""
     t0, p0 = next((t, p) for t, p in zip(tangents, primals) if t is not None)
     batch = np.shape(primal_value(t0))[:np.ndim(primal_value(t0)) - np.ndim(primal_value(p0))]
 
     def zero(p):
         shape = batch + np.shape(primal_value(p))
-        return np.zeros(shape) if shape else 0.0
-    return [t if t is not None else zero(p) for t, p in zip(tangents, primals)]
+        return np.zeros(shape, _float_dtype(p)) if shape else 0.0
+    return [_in_dtype_of(t, p) if t is not None else zero(p) for t, p in zip(tangents, primals)]
 
 
 def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
@@ -219,11 +258,11 @@ def _zero_const(t):
 
 
 def _like(t, like):
-    """A tangent the body left as a plain zero, given the shape its slot has."""
+    """A tangent the body left as a plain zero, given the shape and dtype its slot has."""
     shape = np.shape(primal_value(like))
     if shape and not np.shape(primal_value(t)):
-        return np.zeros(shape) + t
-    return t
+        return np.zeros(shape, _float_dtype(like)) + t
+    return _in_dtype_of(t, like)
 
 
 def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
@@ -244,10 +283,12 @@ def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     eye = np.eye(total)
     seeds, start = {}, 0
     for i, s in zip(inputs, sizes):
-        seeds[i] = eye[:, start:start + s].reshape((total,) + np.shape(primal_value(primals[i])))
+        seeds[i] = eye[:, start:start + s].reshape((total,) + np.shape(primal_value(primals[i]))) \
+            .astype(_float_dtype(primals[i]))
         start += s
     tangents = [seeds.get(k) for k in slots]
-    tangents = [t if t is not None else np.zeros((total,) + np.shape(primal_value(primals[k])))
+    tangents = [t if t is not None else
+                np.zeros((total,) + np.shape(primal_value(primals[k])), _float_dtype(primals[k]))
                 for t, k in zip(tangents, slots)]
     outs, (touts,) = _loop_jvp(cond_f, body_f, primals, slots, [tangents])
     cells = list(outs)

@@ -16,12 +16,34 @@ class NumbaFallbackWarning(UserWarning):
     """A staged program could not be compiled by numba and runs as Python instead."""
 
 
+def _narrow_float(program):
+    """True if a value of the program (its loops' included) is a float narrower than
+    float64: numba types float32 times a Python float as float64, numpy (NEP 50) as
+    float32, so numba's numbers would not be the Python backend's."""
+    from .program import Program
+    for v in program.inputs:
+        if getattr(v, 'dtype', None) is not None and v.dtype.kind == 'f' and v.dtype.itemsize < 8:
+            return True
+    for eqn in program.eqns:
+        for v in eqn.outs:
+            if v.dtype is not None and v.dtype.kind == 'f' and v.dtype.itemsize < 8:
+                return True
+        if any(isinstance(p, Program) and _narrow_float(p) for p in eqn.params.values()):
+            return True
+    return False
+
+
 def compile_numba(fn, source, program):
     try:
         import numba
     except ImportError:
         raise InvalidInputError('stage(backend="numba") needs numba: pip install "nestad[numba]"') \
             from None
+    if _narrow_float(program):
+        warnings.warn("numba would compute a staged program's float32 values in float64 (it "
+                      "promotes float32 with Python floats, numpy does not); it runs as Python "
+                      "code instead", NumbaFallbackWarning, stacklevel=4)
+        return fn
     glb = fn.__globals__
     try:
         for name, value in list(glb.items()):

@@ -314,8 +314,10 @@ def share(eqns, outputs):
         if key is not None:
             first = seen.get(key)
             if first is not None:
+                # (the first equation may itself have been shared since: its outputs then
+                # stand for another's, which every entry of ``same`` names directly)
                 for v, w in zip(eqn.outs, first.outs):
-                    same[id(v)] = w
+                    same[id(v)] = same.get(id(w), w)
                 continue
             seen[key] = eqn
         if hasattr(eqn.op, 'restrict') and _subsume(eqn, kept, loops, where, same, last_guard):
