@@ -34,7 +34,8 @@ def _check_number(x, op, what):
         return _checked(x, op)
     if isinstance(x, (bool, np.bool_)) or (x.__class__ is np.ndarray and x.dtype.kind == 'b'):
         raise InvalidInputError(
-            f"{op}: {what} is {'a bool' if not isinstance(x, np.ndarray) else 'an ndarray of dtype bool'}"
+            f"{op}: {what} is "
+            f"{'an ndarray of dtype bool' if isinstance(x, np.ndarray) else 'a bool'}"
             ", which has no derivative (True is not a real number here). Pass a mask or flag "
             "as an argument that is not differentiated (see argnums), or convert it with "
             "float() / .astype(float) if you mean a number.")
@@ -281,7 +282,8 @@ def _check_scalar(out, op):
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
-    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__  # (not ArrayTapeCell)
+    # (an array, not nestad's ArrayTapeCell)
+    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__
     described = _a(kind) + (f" of shape {shape}" if shape is not None else "")
     if shape and np.prod(shape) == 1:
         # JAX's choice: a one-element array is not taken for a scalar.

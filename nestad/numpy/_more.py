@@ -5,9 +5,9 @@ import math
 
 import numpy as _np
 
-from . import (_as_operand, _elementwise2, _ndim, _plain_operand, _shape, absolute, at, concatenate, exp2,
-               getitem, isfinite, isnan, maximum, minimum, reshape, sin, transpose, vstack,
-               where)
+from . import (_as_operand, _elementwise2, _ndim, _plain_operand, _shape, absolute, at,
+               concatenate, exp2, getitem, isfinite, isnan, maximum, minimum, reshape, sin,
+               transpose, vstack, where)
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
