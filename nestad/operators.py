@@ -134,7 +134,20 @@ def _shape_of(x):
 def _zero_like(x):
     """The sensitivity of an input nothing depended on."""
     shape = _shape_of(x)
-    return np.zeros(shape) if shape else 0.0
+    return _dtyped(np.zeros(shape), x) if shape else _dtyped(0.0, x)
+
+
+def _dtyped(g, x, cast=True):
+    """A derivative with respect to an input of a float dtype in that dtype.  The seeds are
+    float64 and numpy promotes, so a float32 array's gradient came out float64 (a float32
+    scalar's float32, and staged code's float32: simplifications dropped the float64 ones)."""
+    dt = getattr(primal_value(x), 'dtype', None)      # (Python floats and ints have none)
+    if not cast or dt is None or dt.kind != 'f' or isinstance(g, Perturbed) or \
+            getattr(g, 'dtype', None) == dt:
+        return g
+    if is_tracer(g):
+        return anp._cast(g, dt)
+    return g.astype(dt) if isinstance(g, np.ndarray) else dt.type(g)
 
 
 # ---------------------------------------------------------------- forward mode
@@ -251,7 +264,7 @@ def gradient_f(f, argnums=0):
         out = f(*args, **kwargs)
         _check_scalar(out, op)
         return out
-    return functools.wraps(f)(_jacobian_f(checked, argnums, op))
+    return functools.wraps(f)(_jacobian_f(checked, argnums, op, in_dtype=True))
 
 
 def _unwrap0d(x):
@@ -307,7 +320,7 @@ def _value_and_gradient(f, spec, args, kwargs, op):
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
             sens = backpropagate((out,), (1.0,), tag)
-            grads = [_checked(sens.get(c.id), op) if c.id in sens else _zero_like(x)
+            grads = [_dtyped(_checked(sens.get(c.id), op), x) if c.id in sens else _zero_like(x)
                      for c, x in zip(cells, leaves)]
     finally:
         perturbation.retire(tag)
@@ -392,7 +405,8 @@ def _vjp(f, primals, kwargs, op, name="primals"):
 
     def pull(ct_leaves):
         sens = backpropagate(out_leaves, ct_leaves, tag)
-        return [sens[c.id] if c.id in sens else _zero_like(x) for c, x in zip(cells, leaves)]
+        return [_dtyped(sens[c.id], x) if c.id in sens else _zero_like(x)
+                for c, x in zip(cells, leaves)]
 
     return value, treedef, out_def, out_shapes, pull
 
@@ -438,7 +452,8 @@ def jacobian_f(f, argnums=0):
     return _jacobian_f(f, argnums, "jacobian_f")
 
 
-def _jacobian_f(f, argnums, op):
+def _jacobian_f(f, argnums, op, in_dtype=False):
+    """(``in_dtype``: the blocks are a gradient's, in their input's float dtype.)"""
     spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
@@ -451,7 +466,8 @@ def _jacobian_f(f, argnums, op):
             out_leaves, out_def = flatten(value)
             out_shapes = [_shape_of(y) for y in out_leaves]
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: _unwrap0d(columns[j][i]), many)
+                             lambda i, j: _dtyped(_unwrap0d(columns[j][i]), leaves[j], in_dtype),
+                             many)
         tangents, shapes, sizes, n = _basis(leaves)
         value, t = _push(g, leaves, treedef, tangents, op, {})
         out_leaves, out_def = flatten(value)
@@ -462,7 +478,7 @@ def _jacobian_f(f, argnums, op):
         def block(i, j):
             cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
             moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
-            return _reshape(moved, out_shapes[i] + shapes[j])
+            return _dtyped(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j], in_dtype)
         return _assemble(out_def, out_shapes, treedef, shapes, block, many)
     return jac
 
