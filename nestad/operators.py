@@ -245,6 +245,8 @@ def _columns(t, n, out_shape):
     depend on the inputs has an unbatched zero tangent; it is spread over the batch."""
     if np.shape(primal_value(t)) == (n,) + out_shape:
         return t
+    if is_tracer(primal_value(t)):          # (staged: a zero by construction, not checkable)
+        return anp.broadcast_to(t, (n,) + out_shape)
     if np.any(np.asarray(primal_value(t)) != 0):
         raise NestadError(f"internal error: an output tangent of shape {np.shape(primal_value(t))} "
                           f"lost its batch axis of {n} directions; please report this")
