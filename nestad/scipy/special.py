@@ -158,6 +158,10 @@ erf = _define('erf', lambda x: _sp.erf(x), lambda x, out: _TWO_OVER_SQRT_PI * an
 erfc = _define('erfc', lambda x: _sp.erfc(x), lambda x, out: -_TWO_OVER_SQRT_PI * anp.exp(-x * x))
 erfinv = _define('erfinv', lambda x: _sp.erfinv(x),
                  lambda x, out: _SQRT_PI_OVER_TWO * anp.exp(out * out))
+# erfcx(x) = exp(x^2) erfc(x), the scaled complement: ratios such as the normal density over
+# its distribution function without the cancellation of their logarithms
+erfcx = _define('erfcx', lambda x: _sp.erfcx(x),
+                lambda x, out: 2.0 * x * out - _TWO_OVER_SQRT_PI)
 erfcinv = _define('erfcinv', lambda x: _sp.erfcinv(x),
                   lambda x, out: -_SQRT_PI_OVER_TWO * anp.exp(out * out))
 
