@@ -36,9 +36,10 @@ def _check_number(x, op, what):
         raise InvalidInputError(
             f"{op}: {what} is "
             f"{'an ndarray of dtype bool' if isinstance(x, np.ndarray) else 'a bool'}"
-            ", which has no derivative (True is not a real number here). Pass a mask or flag "
-            "as an argument that is not differentiated (see argnums), or convert it with "
-            "float() / .astype(float) if you mean a number.")
+            ", which has no derivative (True is not a real number here). " +
+            ("Give 0.0 (zeros) as the tangent or cotangent of a bool." if 'tangent' in what else
+             "Pass a mask or flag as an argument that is not differentiated (see argnums), or "
+             "convert it with float() / .astype(float) if you mean a number."))
     if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'):
         return x
     if isinstance(x, np.ndarray):
