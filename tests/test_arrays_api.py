@@ -721,3 +721,15 @@ def test_gradients_have_their_inputs_float_dtype(x):
         assert np.allclose(g, expected, rtol=np.finfo(x.dtype).eps * 8), name
     assert np.result_type(nd.gradient_r(lambda x, y: anp.sum(x * y), argnums=(0, 1))(
         x, np.ones(np.shape(x)))[1]) == np.float64
+
+
+def test_divide_rules_cancel_exactly_at_a_removable_singularity():
+    # sin(x) / x at 1e-300: the y-term (1 / y) g rounded apart from the x-term g / y, and
+    # the gradient was 1.5e284 (exact: -x/3, 0 in floating point); the scalar rules cancel
+    f = lambda x: anp.sum(anp.sin(x) / x)              # noqa: E731
+    x = np.array([1e-300, 1e-8, 0.5])
+    exact = (np.cos(x[2]) * x[2] - np.sin(x[2])) / x[2] ** 2
+    for op in (nd.gradient_r, nd.gradient_f):
+        g = op(f)(x)
+        assert g[0] == 0.0 and g[1] == 0.0 and np.isclose(g[2], exact, rtol=1e-15)
+    assert nd.gradient_r(lambda x: nd.sin(x) / x)(1e-300) == 0.0       # the scalar path
