@@ -99,8 +99,8 @@ def apply_level(op, g, v, rng):
     if op == 'checkpoint':           # reverse mode recomputing g (closures: taped, warned)
         return nd.gradient_r(nd.checkpoint(g))(v)
     if op == 'array':                # through a one-element array argument, batched forward
-        return nd.gradient_f(lambda w: g(w[0]))(anp.reshape(v, (1,)) if not _plain(v)
-                                                else np.array([v]))[0]
+        return nd.gradient_f(lambda w: g(w[0]))(np.array([v]) if isinstance(v, float)
+                                                else anp.reshape(v, (1,)))[0]
     if op == 'stop_gradient':        # g plus a term whose derivative is stopped
         return nd.gradient_r(lambda w: g(w) + nd.stop_gradient(w * w))(v)
     if op.startswith('stage'):        # 'stage:<operator>', chosen when the case is made, so

@@ -70,6 +70,16 @@ def subclass_error(x, where):
     return InvalidInputError(f"{where} got a {name} (a subclass of numpy.ndarray): {why}")
 
 
+def closure_error(prim):
+    """A primitive's plain function returned a nestad value from plain arguments: it read
+    a value being differentiated from its closure, which its rules cannot see."""
+    return InvalidInputError(
+        f"the function of primitive {prim.name} returned a value carrying a perturbation "
+        "although its arguments carried none: it uses a value being differentiated from its "
+        "closure (or a global), which its rules cannot see. Pass that value to the primitive "
+        "as an argument (with a rule for it).")
+
+
 def operand_error(prim, k, a):
     """The error for operand k of array primitive ``prim``, next to a perturbed value, that is
     not a real number or an array of them: numpy would compute complex or object values,
@@ -198,7 +208,10 @@ def apply(prim, args, params):
     if top < 0:
         if any_tracer(args):
             return apply_traced(prim, args, params)
-        return prim.plain(*args, **params)
+        out = prim.plain(*args, **params)
+        if isinstance(out, Perturbed):
+            raise closure_error(prim)
+        return out
     for k, a in enumerate(() if prim.user else args):   # numpy would make complex or object values
         if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):
             if a.dtype.kind not in 'biuf':

@@ -33,9 +33,9 @@ def checkpoint(f):
     checkpointing): the forward phase runs ``f`` on the primal values and keeps only
     its arguments; the reverse phase reruns ``f`` with a tape when it needs the
     sensitivities (so ``f`` must be deterministic: random numbers drawn inside it would
-    differ in the rerun; draw them outside and pass them in).  Memory for the time of one more run of ``f``.  The outermost run at
-    the call decides: under a forward run ``f`` runs as usual (forward mode keeps no
-    tape)."""
+    differ in the rerun; draw them outside and pass them in).  Memory for the time of one
+    more run of ``f``.  The outermost run at the call decides: under a forward run ``f``
+    runs as usual (forward mode keeps no tape)."""
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, tree = flatten((args, kwargs))

@@ -34,10 +34,12 @@ def _check_number(x, op, what):
         return _checked(x, op)
     if isinstance(x, (bool, np.bool_)) or (x.__class__ is np.ndarray and x.dtype.kind == 'b'):
         raise InvalidInputError(
-            f"{op}: {what} is {'a bool' if not isinstance(x, np.ndarray) else 'an ndarray of dtype bool'}"
-            ", which has no derivative (True is not a real number here). Pass a mask or flag "
-            "as an argument that is not differentiated (see argnums), or convert it with "
-            "float() / .astype(float) if you mean a number.")
+            f"{op}: {what} is "
+            f"{'an ndarray of dtype bool' if isinstance(x, np.ndarray) else 'a bool'}"
+            ", which has no derivative (True is not a real number here). " +
+            ("Give 0.0 (zeros) as the tangent or cotangent of a bool." if 'tangent' in what else
+             "Pass a mask or flag as an argument that is not differentiated (see argnums), or "
+             "convert it with float() / .astype(float) if you mean a number."))
     if isinstance(x, (Real, ArrayTracer)) or (x.__class__ is np.ndarray and x.dtype.kind in 'iuf'):
         return x
     if isinstance(x, np.ndarray):
@@ -130,6 +132,9 @@ def _shape_of(x):
     return () if isinstance(v, Real) else np.shape(v)
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _narrow_float(x):
     """x's dtype if it is a float narrower than float64 (float32, float16), else None.
     Derivatives of such an argument keep its dtype, as in JAX and PyTorch."""
@@ -161,10 +166,17 @@ def _unit(out):
 
 
 def _in_dtype(g, x):
-    """The derivative g of argument x in x's narrow float dtype (float64 arithmetic with a
-    float64 constant promotes it; the derivative lives in x's own space)."""
-    dt = _narrow_float(x)
-    if dt is None or np.result_type(primal_value(g)) == dt:
+    """The derivative g of argument x in x's float dtype: float64 arithmetic with a float64
+    constant promotes a float32 one, and a float32 factor narrows a float64 one's (the
+    derivative lives in x's own space; a Python float's is float64)."""
+    v = primal_value(x)
+    if v.__class__ is float:
+        if primal_value(g).__class__ is float:          # (the common case, kept cheap)
+            return g
+        dt = _F64
+    else:
+        dt = getattr(v, 'dtype', None)
+    if dt is None or dt.kind != 'f' or np.result_type(primal_value(g)) == dt:
         return g
     if isinstance(g, Perturbed) or is_tracer(g):     # (a staged gradient: the cast is recorded)
         return anp.astype(g, dt)
@@ -269,6 +281,8 @@ def _columns(t, n, out_shape, out):
     the output's narrow float dtype, if it has one)."""
     if np.shape(primal_value(t)) == (n,) + out_shape:
         return t
+    if is_tracer(primal_value(t)):          # (staged: a zero by construction, not checkable)
+        return anp.broadcast_to(t, (n,) + out_shape)
     if np.any(np.asarray(primal_value(t)) != 0):
         raise NestadError(f"internal error: an output tangent of shape {np.shape(primal_value(t))} "
                           f"lost its batch axis of {n} directions; please report this")
@@ -332,7 +346,8 @@ def _check_scalar(out, op):
             "forward mode (derivative, jvp, jacobian_f), which returns a function that "
             "computes the derivative.")
     shape = getattr(primal_value(out), 'shape', None)
-    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__  # (not ArrayTapeCell)
+    # (an array, not nestad's ArrayTapeCell)
+    kind = 'array' if isinstance(out, (np.ndarray, Perturbed)) else type(out).__name__
     described = _a(kind) + (f" of shape {shape}" if shape is not None else "")
     raise NonScalarOutputError(
         f"{op} needs a function that returns a real scalar, but it returned {described}. "

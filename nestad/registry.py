@@ -24,8 +24,9 @@ ELEMENTWISE = []           # (scalar primitive, numpy function it mirrors), in d
 
 
 def register(prim, qualname, user=False):
-    """Record ``prim`` under ``qualname``; names are unique."""
-    if qualname in PRIMITIVES:
+    """Record ``prim`` under ``qualname``; names are unique, but a user's primitive may be
+    defined again under its name (a primitive defined in a function body, each call)."""
+    if qualname in PRIMITIVES and not (user and qualname in USER):
         raise ValueError(f"a primitive named {qualname!r} is already registered")
     PRIMITIVES[qualname] = prim
     if user:

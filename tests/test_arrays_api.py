@@ -713,3 +713,34 @@ def test_at_update_dtypes(kind):
     promoted = getattr(anp.at(xi)[0, 1], kind)(2.5)
     assert promoted.dtype == np.float64
     np.testing.assert_array_equal(promoted, numpy_update(kind, xi.astype(float), (0, 1), 2.5))
+
+
+@pytest.mark.parametrize('x', [np.array([0.5, 1.5], np.float32), np.float32(0.5),
+                               np.array([0.5, 1.5], np.float16)], ids=['f32', 'f32-scalar', 'f16'])
+def test_gradients_have_their_inputs_float_dtype(x):
+    # A float32 array's gradient was float64 (the float64 seed, promoted), a float32
+    # scalar's float32, and staged code's float32.
+    f = lambda x: anp.sum(anp.sin(x) * x) / 3.0      # noqa: E731
+    ops = {'gradient_r': nd.gradient_r(f), 'gradient_f': nd.gradient_f(f),
+           'value_and_gradient_r': lambda x: nd.value_and_gradient_r(f)(x)[1],
+           'vjp': lambda x: nd.vjp(f, x)[1](1.0)[0],
+           'staged gradient_r': nd.stage(nd.gradient_r(f))}
+    expected = (np.sin(x.astype(float)) + x.astype(float) * np.cos(x.astype(float))) / 3.0
+    for name, op in ops.items():
+        g = op(x)
+        assert np.result_type(g) == x.dtype, name
+        assert np.allclose(g, expected, rtol=np.finfo(x.dtype).eps * 8), name
+    assert np.result_type(nd.gradient_r(lambda x, y: anp.sum(x * y), argnums=(0, 1))(
+        x, np.ones(np.shape(x)))[1]) == np.float64
+
+
+def test_divide_rules_cancel_exactly_at_a_removable_singularity():
+    # sin(x) / x at 1e-300: the y-term (1 / y) g rounded apart from the x-term g / y, and
+    # the gradient was 1.5e284 (exact: -x/3, 0 in floating point); the scalar rules cancel
+    f = lambda x: anp.sum(anp.sin(x) / x)              # noqa: E731
+    x = np.array([1e-300, 1e-8, 0.5])
+    exact = (np.cos(x[2]) * x[2] - np.sin(x[2])) / x[2] ** 2
+    for op in (nd.gradient_r, nd.gradient_f):
+        g = op(f)(x)
+        assert g[0] == 0.0 and g[1] == 0.0 and np.isclose(g[2], exact, rtol=1e-15)
+    assert nd.gradient_r(lambda x: nd.sin(x) / x)(1e-300) == 0.0       # the scalar path

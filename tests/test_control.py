@@ -2,7 +2,6 @@
 and finite differences, in every mode and pairing, eager and staged."""
 import math
 import tracemalloc
-import warnings
 
 import numpy as np
 import pytest

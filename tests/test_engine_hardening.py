@@ -263,3 +263,18 @@ def test_a_disabled_collector_stays_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize('f, x, want', [
+    (lambda x: nd.minimum(math.nan, x), 1.0, math.nan), (lambda x: nd.minimum(x, math.nan), 1.0, math.nan),
+    (lambda x: nd.maximum(math.nan, x), 1.0, math.nan), (lambda x: nd.maximum(x, math.nan), 1.0, math.nan),
+    (lambda x: nd.pow(x, -1.0), -0.0, -math.inf), (lambda x: x ** -1.0, -0.0, -math.inf),
+    (lambda x: anp.dot(np.array([-0.0]) * x, np.array([1.0])), 1.0, -0.0),
+])
+def test_issue_values_are_the_primals_of_every_mode(f, x, want):
+    # item 9 of issue 7 checked plain values; the value a derivative run computes is the same
+    for got in (nd.jvp(f, (x,), (1.0,))[0], nd.vjp(f, x)[0], nd.value_and_gradient_r(f)(x)[0],
+                nd.jvp(lambda s: nd.value_and_gradient_r(f)(x - 0.0 * s)[0], (1.0,), (1.0,))[0]):
+        got = float(got)
+        assert (math.isnan(got) and math.isnan(want)) or (got == want and
+                                                          math.copysign(1, got) == math.copysign(1, want))

@@ -170,3 +170,28 @@ def test_a_primitive_defined_inside_a_function_stages():
     assert staged(1.0) == 3.0 + 9.0 and calls == ["const", "y", "y"]
     assert nd.stage(nd.gradient_r(lambda y: process(y, "g") ** 2))(2.0) == 36.0
     assert nd.stage(nd.derivative(lambda y: process(y, "g") ** 2))(2.0) == 36.0
+def _curried_product(a):
+    """A primitive defined in a function body, its function closing over ``a``."""
+    @nd.primitive
+    def times_a(x):
+        return x * a
+    return times_a.defpartials(lambda x, out: a)
+
+
+@pytest.mark.parametrize('op', [nd.derivative, nd.gradient_r, nd.gradient_f,
+                                lambda f: lambda x: nd.jvp(f, (x,), (1.0,))[1]])
+def test_primitive_whose_function_reads_a_differentiated_value_from_its_closure(op):
+    # derivative returned Bundle(1, 3.0, 1.0), a perturbed value instead of a number: the
+    # function's result carried the run that lifting had just peeled off
+    with pytest.raises(nd.InvalidInputError, match="closure.*as an argument"):
+        op(lambda a: _curried_product(a)(a))(3.0)
+
+
+def test_primitive_defined_again_in_a_function_body():
+    # the second definition raised "a primitive named ... is already registered"
+    def make():
+        @nd.primitive
+        def twice(x):
+            return 2.0 * x
+        return twice.defpartials(lambda x, out: 2.0)
+    assert nd.derivative(make())(1.0) == 2.0 and nd.gradient_r(make())(1.0) == 2.0

@@ -521,5 +521,11 @@ def test_staged_function_independent_of_its_argument_inside_batched_forward_mode
         return nd.gradient_f(lambda w: inner(w[0]))(anp.reshape(v1 / (v1 * v1 + 2.0), (1,)))[0]
     g = lambda v1: nd.exp(v1 / 2) * f(v1)                                   # noqa: E731
     assert nd.derivative(g)(-0.077) == 0.0
+
+    # staged outside: the zero is a tracer there (the fuzzer's case, as it was found)
+    def level1(v1):
+        inner = nd.stage(nd.jacobian_r(lambda v3: nd.log(v1 * v1 + 1.0) * 0.5))
+        return nd.gradient_f(lambda w: nd.tanh(v1) * inner(w[0] ** 2))(anp.reshape(v1 ** 3, (1,)))[0]
+    assert nd.stage(nd.gradient_f(lambda v1: nd.sin(v1) * level1(v1)))(0.217) == 0.0
     with pytest.raises(StagingError, match="closes over a value being differentiated"):
         nd.gradient_r(g)(-0.077)

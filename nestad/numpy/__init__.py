@@ -387,12 +387,15 @@ _MULTIPLY_JVPS = (_jvp2(lambda t, x, y, out: t * y)[0], _jvp2(lambda t, x, y, ou
 _MULTIPLY_VJPS = (lambda g, x, y, out: sum_to(g * y, _shape(x)),
                   lambda g, x, y, out: sum_to(x * g, _shape(y)))
 _multiply = _define('multiply', _np.multiply, jvps=_MULTIPLY_JVPS, vjps=_MULTIPLY_VJPS)
-# (divide, not /, in the rules: IEEE on Python floats too, as numpy is)
+# (divide, not /, in the rules: IEEE on Python floats too, as numpy is.  The y-term is
+# (out t) / y, not (out / y) t: for x / y = 1 (sin(x) / x near 0) the two terms are then
+# equal and cancel exactly, as the scalar rules' do; (1 / y) t and t / y round apart,
+# and at x = 1e-300 that difference was 1e284.)
 _divide = _define('divide', _np.true_divide,
                   jvps=(_jvp2(lambda t, x, y, out: divide(t, y))[0],
-                        _jvp2(lambda t, x, y, out: -divide(out, y) * t)[1]),
+                        _jvp2(lambda t, x, y, out: -divide(out * t, y))[1]),
                   vjps=(lambda g, x, y, out: sum_to(divide(g, y), _shape(x)),
-                        lambda g, x, y, out: sum_to(-divide(out, y) * g, _shape(y))))
+                        lambda g, x, y, out: sum_to(-divide(out * g, y), _shape(y))))
 
 # On scalars these go straight to the scalar primitives (not through ``x + y``: a numpy
 # scalar operand would send that back here through __array_ufunc__).

@@ -7,7 +7,7 @@ import numpy as _np
 
 from . import (_as_operand, _axis_index, _dpow_dx, _dpow_dy, _elementwise2, _ndim, _plain_operand, _shape, absolute,
                astype, concatenate, exp2, getitem, isfinite, isnan, maximum, minimum, negative,
-               power, reshape, sin, transpose, vstack, where)
+               reshape, sin, transpose, vstack, where)
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value

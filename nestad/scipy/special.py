@@ -82,7 +82,8 @@ def _rgamma_dx(x, out):
     # (-1)^n n!): for x < 1/2, the reflection 1/Gamma(x) = Gamma(1 - x) sin(pi x) / pi
     # gives Gamma(1 - x) cos(pi x) - rgamma(x) digamma(1 - x), finite for every x < 1
     low = primal_value(x) < 0.5
-    return _at_edge(low, lambda x: gamma(1.0 - x) * anp.cos(np.pi * x) - rgamma(x) * digamma(1.0 - x),
+    return _at_edge(low,
+                    lambda x: gamma(1.0 - x) * anp.cos(np.pi * x) - rgamma(x) * digamma(1.0 - x),
                     lambda x: -rgamma(x) * digamma(x), 1.0)(x)
 
 
@@ -132,7 +133,8 @@ def _betainc_dx(a, b, x, out):
     # x^(a-1) (1-x)^(b-1) / B(a, b), by logarithms inside (0, 1), by powers at 0 and 1
     xv = primal_value(x)
     edge = np.logical_or(xv == 0, xv == 1)
-    return _at_edge(edge, lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta(a, b),
+    return _at_edge(edge,
+                    lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta(a, b),
                     lambda x: anp.exp((a - 1.0) * anp.log(x) + (b - 1.0) * anp.log1p(-x)
                                       - betaln(a, b)), 0.5)(x)
 
@@ -156,6 +158,10 @@ erf = _define('erf', lambda x: _sp.erf(x), lambda x, out: _TWO_OVER_SQRT_PI * an
 erfc = _define('erfc', lambda x: _sp.erfc(x), lambda x, out: -_TWO_OVER_SQRT_PI * anp.exp(-x * x))
 erfinv = _define('erfinv', lambda x: _sp.erfinv(x),
                  lambda x, out: _SQRT_PI_OVER_TWO * anp.exp(out * out))
+# erfcx(x) = exp(x^2) erfc(x), the scaled complement: ratios such as the normal density over
+# its distribution function without the cancellation of their logarithms
+erfcx = _define('erfcx', lambda x: _sp.erfcx(x),
+                lambda x, out: 2.0 * x * out - _TWO_OVER_SQRT_PI)
 erfcinv = _define('erfcinv', lambda x: _sp.erfcinv(x),
                   lambda x, out: -_SQRT_PI_OVER_TWO * anp.exp(out * out))
 
