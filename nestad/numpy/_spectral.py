@@ -37,21 +37,12 @@ eigenvalues outright (the matrix may be defective).
 import numpy as _np
 
 from .. import numpy as anp
-from ..arrays import ArrayPrimitive, apply
+from . import _define
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
 
 _TIE = 64 * _np.finfo(float).eps     # eigenvalues this close (relative, times n) are repeated
-
-
-def _define(name, plain, jvps, vjps):
-    prim = ArrayPrimitive(name, plain, jvps, vjps, namespace='numpy')
-
-    def lifted(*args, **params):
-        return apply(prim, args, params)
-    prim.lifted = lifted
-    return lifted
 
 
 def _carries(x):

@@ -12,20 +12,11 @@ import operator
 import numpy as _np
 
 from .. import numpy as anp
-from ..arrays import apply, ArrayPrimitive
+from . import _define
 from ..errors import InvalidInputError
 from ..values import primal_value
 from ._spectral import eig, eigh, eigvals, eigvalsh, svd, svdvals  # noqa: F401
 from ._spectral import _carries, _from_triangle, _plain, _to_triangle
-
-
-def _define(name, plain, jvps, vjps):
-    prim = ArrayPrimitive(name, plain, jvps, vjps, namespace='numpy')
-
-    def lifted(*args, **params):
-        return apply(prim, args, params)
-    prim.lifted = lifted
-    return lifted
 
 
 def _mT(a):
