@@ -151,6 +151,18 @@ class VJP(LinearMap):
         return VJP(self.rule, primals, out, self.params)
 
 
+class PerArgument:
+    """``rules[i]``: the rule for argument i, made on demand (for a primitive whose rules
+    are one function of the argument's index, or that takes any number of arguments)."""
+    __slots__ = ('make',)
+
+    def __init__(self, make):
+        self.make = make
+
+    def __getitem__(self, i):
+        return self.make(i)
+
+
 class ArrayPrimitive:
     """A numpy operation and its derivative rules.  ``emit`` is the Python expression
     staged code uses for it (``'np.sin({0})'``, params by name: ``'{axis}'``); None

@@ -34,7 +34,7 @@ import inspect
 
 import numpy as np
 
-from .arrays import ArrayPrimitive, apply
+from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
 
 
@@ -70,8 +70,8 @@ class _Rules:
         self.prim, self.fn = prim, fn
         self.partials = self.jvps = self.vjps = None
         self.batched = False
-        self.jvp = _PerArgument(self._jvp)
-        self.vjp = _PerArgument(self._vjp)
+        self.jvp = PerArgument(self._jvp)
+        self.vjp = PerArgument(self._vjp)
 
     def set(self, kind, rules, public, batched=False):
         arity = _arity(self.fn)
@@ -137,17 +137,6 @@ def _one_tangent_at_a_time(rule, i):
         terms = [rule(flat[k], *xs, out=out, **params) for k in range(anp._shape(flat)[0])]
         return anp.reshape(anp.stack(terms), batch + anp._shape(out))
     return jvp
-
-
-class _PerArgument:
-    """``rules[i]``: the rule for argument i, made on demand."""
-    __slots__ = ('make',)
-
-    def __init__(self, make):
-        self.make = make
-
-    def __getitem__(self, i):
-        return self.make(i)
 
 
 def _arity(fn):

@@ -28,6 +28,7 @@ from . import (_MULTIPLY_JVPS, _MULTIPLY_VJPS, _as_operand, _define, _inner, _ma
                _matmul_vjp_a, _matmul_vjp_b, _nbatch, _ndim, _product_rule, _shape, astype,
                broadcast_to, expand_dims, getitem, moveaxis, multiply, negative, reshape,
                stack, subtract, sum, sum_to, transpose)
+from ..arrays import PerArgument
 from ..values import primal_value
 
 __all__ = ['einsum', 'dot', 'tensordot', 'kron', 'cross', 'outer'] + \
@@ -161,19 +162,8 @@ def _einsum_vjp(k):
     return vjp
 
 
-class _EveryOperand:
-    """rules[k] for any operand k (einsum takes any number of operands)."""
-    __slots__ = ('make',)
-
-    def __init__(self, make):
-        self.make = make
-
-    def __getitem__(self, k):
-        return self.make(k)
-
-
-_einsum = _define('einsum', _einsum_plain, jvps=_EveryOperand(_einsum_jvp),
-                  vjps=_EveryOperand(_einsum_vjp))
+_einsum = _define('einsum', _einsum_plain, jvps=PerArgument(_einsum_jvp),
+                  vjps=PerArgument(_einsum_vjp))
 
 
 def einsum(*operands, optimize=False):
