@@ -20,6 +20,9 @@ from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # 
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
+from . import modules as _modules  # noqa: E402
+
+_modules.install()      # a missing nestad.x module names the nearest one that exists
 
 # The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
 # defined for this namespace, from the registry (nestad/primitives.py defines them).
