@@ -21,6 +21,8 @@ from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
 from . import modules as _modules  # noqa: E402
+from . import optim  # noqa: E402,F401
+from .optim import flatten  # noqa: E402
 
 _modules.install()      # a missing nestad.x module names the nearest one that exists
 
@@ -38,7 +40,7 @@ __all__ = [
     'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
-    'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
+    'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError', 'MissingRuleError',
 ] + sorted(FUNCTIONS)
