@@ -6,7 +6,7 @@ ordered by creation).  See README.md and notes/design.md.
 """
 from .errors import (EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
                      NonScalarOutputError, PerturbedConversionError, UnhashableValueError)
-from .operators import (derivative, directional_derivative, gradient_f, gradient_r, grad,
+from .operators import (derivative, directional_derivative, elementwise_grad, gradient_f, gradient_r, grad,
                         hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
                         value_and_grad, value_and_gradient_r, vjp)
 from . import registry
@@ -23,6 +23,7 @@ from .tracer import StagingError  # noqa: E402
 from . import modules as _modules  # noqa: E402
 from . import optim  # noqa: E402,F401
 from .optim import flatten  # noqa: E402
+from .checking import check_grads  # noqa: E402
 
 _modules.install()      # a missing nestad.x module names the nearest one that exists
 
@@ -36,7 +37,7 @@ __version__ = "0.1.0"
 __all__ = [
     'derivative', 'directional_derivative', 'jvp', 'gradient_f', 'gradient_r', 'grad',
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
-    'jacrev', 'hessian', 'hvp',
+    'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',

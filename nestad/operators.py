@@ -244,12 +244,14 @@ def _jvp(f, primals, tangents, kwargs, op):
     return _push(f, p_leaves, p_def, t_leaves, op, kwargs)
 
 
-def _push(f, leaves, treedef, tangents, op, kwargs):
+def _push(f, leaves, treedef, tangents, op, kwargs, aux=None):
     """One forward pass: leaves perturbed by ``tangents``; (primal out, tangent out)."""
     tag = perturbation.fresh()
     try:
         args = treedef.build([make_bundle(tag, p, t) for p, t in zip(leaves, tangents)])
         out = f(*args, **kwargs)
+        if aux is not None:
+            aux.read(tag)
         return primal_of(tag, out, op), tangent_of(tag, out, op)
     finally:
         perturbation.retire(tag)
@@ -293,16 +295,48 @@ def _columns(t, n, out_shape, out):
     return np.zeros((n,) + out_shape, _narrow_float(out) or np.float64)
 
 
-def gradient_f(f, argnums=0):
+def gradient_f(f, argnums=0, has_aux=False):
     """The gradient of a real-valued ``f`` by forward mode: the Jacobian of a scalar
-    function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
+    function, whose blocks have the inputs' shapes (see jacobian_f for the passes).
+    ``has_aux``: ``f`` returns ``(value, aux)``; the result is ``(gradient, aux)``."""
     op = "gradient_f"
 
-    def checked(*args, **kwargs):
-        out = f(*args, **kwargs)
-        _check_scalar(out, op)
-        return _as_scalar(out)          # blocks of the inputs' shapes
-    return functools.wraps(f)(_jacobian_f(checked, argnums, op, gradient=True))
+    def scalar(g):
+        def checked(*args, **kwargs):
+            out = g(*args, **kwargs)
+            _check_scalar(out, op)
+            return _as_scalar(out)          # blocks of the inputs' shapes
+        return checked
+    return functools.wraps(f)(_jacobian_f(f, argnums, op, gradient=True, has_aux=has_aux,
+                                          wrap=scalar))
+
+
+class _Aux:
+    """The auxiliary data of one call of an operator with ``has_aux``: ``f`` returns
+    ``(output, aux)``; the operator differentiates the output and returns aux read out
+    of its run (without this run's derivative, keeping enclosing runs'), as JAX does."""
+
+    def __init__(self, f, op):
+        self.f, self.op, self.value = f, op, None
+
+    def __call__(self, *args, **kwargs):
+        out, self.value = _pair(self.f(*args, **kwargs), self.op)
+        return out
+
+    def read(self, tag):
+        """aux without run ``tag``'s perturbation (called while the run is live)."""
+        leaves, tree = flatten(self.value, "aux", self.op)
+        self.value = tree.build([primal_of(tag, x, self.op) if isinstance(x, Perturbed) else x
+                                 for x in leaves])
+
+
+def _pair(out, op):
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise InvalidInputError(
+            f"{op}(f, has_aux=True): f must return a pair (output, aux), but it returned "
+            f"{_a(type(primal_value(out)).__name__)}{f' of {len(out)}' if isinstance(out, tuple) else ''}; return a tuple of the value to differentiate and the auxiliary "
+            "data, or drop has_aux=True")
+    return out
 
 
 def _unwrap0d(x):
@@ -368,7 +402,7 @@ def _as_scalar(out):
     return anp.reshape(out, ())
 
 
-def _value_and_gradient(f, spec, args, kwargs, op):
+def _value_and_gradient(f, spec, args, kwargs, op, aux=None):
     nums, many = _argnums(spec, len(args), op, kwargs)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
@@ -376,6 +410,8 @@ def _value_and_gradient(f, spec, args, kwargs, op):
         with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
+            if aux is not None:
+                aux.read(tag)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
             sens = backpropagate((out,), (_unit(out),), tag)
@@ -387,28 +423,38 @@ def _value_and_gradient(f, spec, args, kwargs, op):
     return value, (result if many else result[0])
 
 
-def gradient_r(f, argnums=0):
+def gradient_r(f, argnums=0, has_aux=False):
     """The gradient of a real-valued ``f`` by reverse mode, with the structure of the
-    chosen argument (a tuple of them when ``argnums`` is a tuple)."""
-    return _gradient_r(f, argnums, "gradient_r")
+    chosen argument (a tuple of them when ``argnums`` is a tuple).  ``has_aux``: ``f``
+    returns ``(value, aux)``; the result is ``(gradient, aux)``."""
+    return _gradient_r(f, argnums, "gradient_r", has_aux)
 
 
-def _gradient_r(f, argnums, op):
+def _gradient_r(f, argnums, op, has_aux=False):
     spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
     def grad_r(*args, **kwargs):
+        if has_aux:
+            aux = _Aux(f, op)
+            return _value_and_gradient(aux, spec, args, kwargs, op, aux)[1], aux.value
         return _value_and_gradient(f, spec, args, kwargs, op)[1]
     return grad_r
 
 
-def value_and_gradient_r(f, argnums=0):
-    """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run."""
-    spec = _argnums_spec(argnums, "value_and_gradient_r")
+def value_and_gradient_r(f, argnums=0, has_aux=False):
+    """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run; with ``has_aux``
+    (``f`` returns ``(value, aux)``), ``((value, aux), gradient)`` as in JAX."""
+    op = "value_and_gradient_r"
+    spec = _argnums_spec(argnums, op)
 
     @functools.wraps(f)
     def value_and_grad_r(*args, **kwargs):
-        return _value_and_gradient(f, spec, args, kwargs, "value_and_gradient_r")
+        if has_aux:
+            aux = _Aux(f, op)
+            value, g = _value_and_gradient(aux, spec, args, kwargs, op, aux)
+            return (value, aux.value), g
+        return _value_and_gradient(f, spec, args, kwargs, op)
     return value_and_grad_r
 
 
@@ -439,7 +485,7 @@ def vjp(f, /, *primals, **kwargs):
     return value, pullback
 
 
-def _vjp(f, primals, kwargs, op, name="primals"):
+def _vjp(f, primals, kwargs, op, name="primals", aux=None):
     """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
     TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
     primal leaves' cotangents, unchecked."""
@@ -449,6 +495,8 @@ def _vjp(f, primals, kwargs, op, name="primals"):
         with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells), **kwargs)
+            if aux is not None:
+                aux.read(tag)
         out_leaves, out_def = flatten(out, "output", op)
         for k, y in enumerate(out_leaves):
             if callable(y):
@@ -482,7 +530,7 @@ def _assemble(out_def, out_shapes, in_def, in_shapes, block, many):
     return out_def.build(rows)
 
 
-def _scalar_columns(g, leaves, treedef, op):
+def _scalar_columns(g, leaves, treedef, op, aux=None):
     """Jacobian columns of g at scalar inputs, one forward pass per input with a plain
     float tangent: for a few scalars this is several times cheaper than a batched pass
     with array tangents, and it keeps results plain floats.  (value, columns)."""
@@ -495,6 +543,8 @@ def _scalar_columns(g, leaves, treedef, op):
             seeded = list(leaves)
             seeded[j] = Bundle(tag, leaves[j], 1.0)
             out = g(*treedef.build(seeded))
+            if aux is not None:
+                aux.read(tag)
             if j == 0:
                 value = primal_of(tag, out, op)
             columns.append(flatten(tangent_of(tag, out, op))[0])
@@ -503,19 +553,31 @@ def _scalar_columns(g, leaves, treedef, op):
     return value, columns
 
 
-def jacobian_f(f, argnums=0):
+def jacobian_f(f, argnums=0, has_aux=False):
     """Jacobian by forward mode.  The result has the output's structure, each leaf the
     input's structure of blocks of shape ``out.shape + in.shape``.  When an input is an
     array, all input directions go through one batched pass; all-scalar inputs take one
-    scalar pass each."""
-    return _jacobian_f(f, argnums, "jacobian_f")
+    scalar pass each.  ``has_aux``: ``f`` returns ``(output, aux)``; the result is
+    ``(jacobian, aux)``."""
+    return _jacobian_f(f, argnums, "jacobian_f", has_aux=has_aux)
 
 
-def _jacobian_f(f, argnums, op, gradient=False):
+def _jacobian_f(f, argnums, op, gradient=False, has_aux=False, wrap=lambda g: g):
     """jacobian_f; for ``gradient`` (a scalar f) each block is the derivative of one
-    argument, so it takes that argument's narrow float dtype, as gradient_r's does."""
+    argument, so it takes that argument's narrow float dtype, as gradient_r's does.
+    ``wrap`` checks f's output (after aux is split off)."""
     spec = _argnums_spec(argnums, op)
+    if not has_aux:
+        return _jacobian_f_call(wrap(f), spec, op, gradient, None)
 
+    @functools.wraps(f)
+    def jac_aux(*args, **kwargs):
+        aux = _Aux(f, op)           # (one per call: calls may nest)
+        return _jacobian_f_call(wrap(aux), spec, op, gradient, aux)(*args, **kwargs), aux.value
+    return jac_aux
+
+
+def _jacobian_f_call(f, spec, op, gradient, aux):
     @functools.wraps(f)
     def jac(*args, **kwargs):
         nums, many = _argnums(spec, len(args), op, kwargs)
@@ -523,13 +585,13 @@ def _jacobian_f(f, argnums, op, gradient=False):
         g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
         cast = _in_dtype if gradient else (lambda b, x: b)
         if all(_shape_of(x) == () for x in leaves):
-            value, columns = _scalar_columns(g, leaves, treedef, op)
+            value, columns = _scalar_columns(g, leaves, treedef, op, aux)
             out_leaves, out_def = flatten(value)
             out_shapes = [_shape_of(y) for y in out_leaves]
             return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
                              lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
         tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(g, leaves, treedef, tangents, op, {})
+        value, t = _push(g, leaves, treedef, tangents, op, {}, aux)
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
         t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
@@ -543,17 +605,26 @@ def _jacobian_f(f, argnums, op, gradient=False):
     return jac
 
 
-def jacobian_r(f, argnums=0):
-    """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
+def jacobian_r(f, argnums=0, has_aux=False):
+    """Jacobian by reverse mode: one tape, one reverse pass per output entry.
+    ``has_aux``: ``f`` returns ``(output, aux)``; the result is ``(jacobian, aux)``."""
     op = "jacobian_r"
     spec = _argnums_spec(argnums, op)
+    if has_aux:
+        def jac_aux(*args, **kwargs):
+            aux = _Aux(f, op)
+            return _jacobian_r_call(aux, spec, op, aux)(*args, **kwargs), aux.value
+        return functools.wraps(f)(jac_aux)
+    return _jacobian_r_call(f, spec, op, None)
 
+
+def _jacobian_r_call(f, spec, op, aux):
     @functools.wraps(f)
     def jac(*args, **kwargs):
         nums, many = _argnums(spec, len(args), op, kwargs)
         chosen = tuple(args[i] for i in nums)
         value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
+            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument", aux)
         out_sizes = [int(np.prod(s)) for s in out_shapes]
         in_leaves = flatten(chosen)[0]
         in_shapes = [_shape_of(x) for x in in_leaves]
@@ -580,6 +651,25 @@ def jacobian_r(f, argnums=0):
                             out_shapes[i] + in_shapes[j])
         return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
     return jac
+
+
+def elementwise_grad(f, argnums=0):
+    """autograd's ``elementwise_grad``: the vector-Jacobian product of ``f`` with ones of
+    its output's shape, so for an elementwise ``f`` the derivative of each output entry
+    in its own input entry (for other ``f``, the gradient of the sum of its output)."""
+    spec = _argnums_spec(argnums, "elementwise_grad")
+
+    @functools.wraps(f)
+    def egrad(*args, **kwargs):
+        nums, many = _argnums(spec, len(args), "elementwise_grad", kwargs)
+        chosen = tuple(args[i] for i in nums)
+        value, in_def, out_def, out_shapes, pull = _vjp(
+            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, "elementwise_grad",
+            "argument")
+        ones = [np.ones(s) if s else 1.0 for s in out_shapes]
+        result = in_def.build(pull(ones))
+        return result if many else result[0]
+    return egrad
 
 
 def hessian(f, argnums=0):
