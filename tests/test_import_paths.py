@@ -15,7 +15,7 @@ DOCUMENTED = ['nestad', 'nestad.numpy', 'nestad.numpy.linalg', 'nestad.numpy.ran
               'nestad.scipy.stats.norm', 'nestad.scipy.stats.t', 'nestad.scipy.stats.gamma',
               'nestad.scipy.stats.beta', 'nestad.scipy.stats.poisson', 'nestad.scipy.stats.chi2',
               'nestad.scipy.stats.multivariate_normal', 'nestad.scipy.stats.dirichlet',
-              'nestad.scipy.linalg', 'nestad.scipy.integrate']
+              'nestad.scipy.linalg', 'nestad.scipy.signal', 'nestad.scipy.integrate']
 
 
 @pytest.mark.parametrize('path', DOCUMENTED)
@@ -42,7 +42,7 @@ def test_import_as_statements_of_ported_code():
 def test_a_fresh_interpreter_imports_the_paths():
     """No path depends on another having been imported first."""
     for path in ['nestad.numpy.random', 'nestad.scipy.stats.multivariate_normal',
-                 'nestad.scipy.linalg', 'nestad.scipy.integrate']:
+                 'nestad.scipy.linalg', 'nestad.scipy.signal', 'nestad.scipy.integrate']:
         run = subprocess.run([sys.executable, '-c', f'import {path} as m; print(m.__name__)'],
                              capture_output=True, text=True)
         assert run.stdout.strip() == path, run.stderr

@@ -1296,6 +1296,8 @@ from . import random  # noqa: E402,F401  (numpy's own: nestad.numpy.random)
 from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
 from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index tricks, casts)
 from ._stats import *  # noqa: E402,F401,F403  (statistics, order statistics, cumprod)
+from ._convolve import *  # noqa: E402,F401,F403  (convolve, correlate)
+from ._grids import *  # noqa: E402,F401,F403  (meshgrid, interp, unique, real, imag, conj)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

@@ -203,27 +203,74 @@ _chi2_logpdf = _define(
     'chi2.logpdf', lambda x, df: _st.chi2.logpdf(x, df),
     lambda x, df, out: _ratio(df / 2.0 - 1.0, x) - 0.5,
     lambda x, df, out: 0.5 * (anp.log(x / 2.0) - digamma(df / 2.0)))
-chi2 = _distribution('chi2', logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
+_chi2_cdf = _define(
+    'chi2.cdf', lambda x, df: _st.chi2.cdf(x, df),
+    lambda x, df, out: anp.exp(_chi2_logpdf(x, df)),
+    _no_derivative('stats.chi2.cdf', 'df', _SHAPE))
+chi2 = _distribution('chi2', logpdf=_chi2_logpdf, cdf=_chi2_cdf,
+                     pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
 
 
 # ---------------------------------------------------------------- multivariate normal and Dirichlet
 # Written with differentiable array functions (solve, slogdet, gammaln), so every rule
 # comes from theirs; values agree with scipy's to rounding.
 
-def _mvn_logpdf(x, mean, cov):
+def _mvn_logpdf(x, mean, cov, allow_singular):
     d = np.shape(primal_value(cov))[-1]
     r = x - mean
+    singular = _rank(cov, allow_singular)
+    if singular is not None:                # the pseudo-inverse and pseudo-determinant
+        keep, rank = singular
+        s, u = anp.linalg.eigh(cov)
+        u = u[:, keep] / anp.sqrt(s[keep])
+        return -0.5 * (rank * _LOG_2PI + anp.sum(anp.log(s[keep]))
+                       + anp.sum(anp.square(anp.matmul(r, u)), axis=-1))
     quad = anp.sum(r * anp.linalg.solve(cov, r[..., None])[..., 0] if anp.ndim(r) > 1
                    else r * anp.linalg.solve(cov, r), axis=-1)
     return -0.5 * (d * _LOG_2PI + anp.linalg.slogdet(cov)[1] + quad)
 
 
+def _rank(cov, allow_singular):
+    """None for a positive definite ``cov``; for a singular one (allowed), the mask of
+    the eigenvalues kept and their number, by scipy's cut-off (1e6 float64 epsilons of the
+    largest).  A singular ``cov`` not allowed raises numpy's LinAlgError, as scipy does."""
+    s = np.linalg.eigvalsh(primal_value(cov))
+    eps = 1e6 * np.finfo(float).eps * np.max(np.abs(s))
+    if np.min(s) < -eps:
+        raise ValueError("multivariate_normal: the covariance matrix must be positive "
+                         "semidefinite")
+    if np.min(s) > eps:
+        return None
+    if not allow_singular:
+        raise np.linalg.LinAlgError(
+            "multivariate_normal: the covariance matrix is singular; pass allow_singular=True "
+            "for the degenerate distribution (as scipy.stats)")
+    return s > eps, int(np.sum(s > eps))
+
+
+def _mvn_cov(x, cov):
+    return (anp.array(cov) if np.ndim(primal_value(cov)) == 2
+            else anp.eye(np.shape(primal_value(x))[-1]) * cov)
+
+
+def _mvn_entropy(mean=None, cov=1.0, allow_singular=True):
+    """scipy's: 0.5 (rank (log 2 pi + 1) + log pdet cov); a singular cov is allowed."""
+    cov = _mvn_cov(np.zeros(1) if np.ndim(primal_value(cov)) < 2 else cov, cov)
+    singular = _rank(cov, allow_singular)
+    if singular is None:
+        d = np.shape(primal_value(cov))[-1]
+        return 0.5 * (d * (_LOG_2PI + 1.0) + anp.linalg.slogdet(cov)[1])
+    keep, rank = singular
+    return 0.5 * (rank * (_LOG_2PI + 1.0) + anp.sum(anp.log(anp.linalg.eigvalsh(cov)[keep])))
+
+
 multivariate_normal = _distribution(
     'multivariate_normal',
-    logpdf=lambda x, mean=None, cov=1.0: _mvn_logpdf(
-        x, 0.0 if mean is None else mean, anp.array(cov) if np.ndim(primal_value(cov)) == 2
-        else anp.eye(np.shape(primal_value(x))[-1]) * cov),
-    pdf=lambda x, mean=None, cov=1.0: anp.exp(multivariate_normal.logpdf(x, mean, cov)))
+    logpdf=lambda x, mean=None, cov=1.0, allow_singular=False: _mvn_logpdf(
+        x, 0.0 if mean is None else mean, _mvn_cov(x, cov), allow_singular),
+    pdf=lambda x, mean=None, cov=1.0, allow_singular=False: anp.exp(
+        multivariate_normal.logpdf(x, mean, cov, allow_singular)),
+    entropy=_mvn_entropy)
 
 
 def _dirichlet_logpdf(x, alpha):
