@@ -33,6 +33,7 @@ def _distribution(name, **functions):
     (``import nestad.scipy.stats.norm as norm``) as well as use it as an attribute."""
     module = types.ModuleType(f"{__name__}.{name}", f"scipy.stats.{name}'s functions that differentiate")
     module.__dict__.update(functions)
+    module.rvs = getattr(_st, name).rvs       # scipy's sampler: draws are constants
     sys.modules[module.__name__] = module
     return module
 
