@@ -43,7 +43,7 @@ def _scipy_lines():
                        and callable(getattr(module, n, None)))
         if module is stats:             # distributions: their functions
             names = sorted(f"{n}.{f}" for n in stats.__all__ if n != 'polygamma'
-                           for f in vars(getattr(stats, n)) if not f.startswith('_'))
+                           for f in vars(getattr(stats, n)) if not f.startswith('_') and f != 'rvs')
         if names:
             lines += ["", f"`{module.__name__}` ({len(names)}): "
                       + ", ".join(f"`{n}`" for n in names) + "."]
