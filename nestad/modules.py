@@ -5,6 +5,7 @@
 real finder has failed, raises ``ModuleNotFoundError`` naming the closest nestad module.
 """
 import difflib
+import importlib.util
 import pathlib
 import sys
 
@@ -39,12 +40,23 @@ def nearest(name):
     return '.'.join(parts) or 'nestad'
 
 
+def _asked_whether_it_exists():
+    """True inside importlib.util.find_spec, whose callers expect None for a missing
+    module (an import statement expects an error)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is importlib.util.find_spec.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class HintingFinder:
     """Last on sys.meta_path: reached only by a nestad module no finder found."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if not name.startswith('nestad.'):
+        if not name.startswith('nestad.') or _asked_whether_it_exists():
             return None
         near = nearest(name)
         parent = near.rsplit('.', 1)[0]

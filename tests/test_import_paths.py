@@ -1,6 +1,7 @@
 """The module paths ported code writes (autograd's and scipy's layout) import, and a
 nestad path that does not exist names the nearest one that does."""
 import importlib
+import importlib.util
 import subprocess
 import sys
 
@@ -66,6 +67,11 @@ def test_a_missing_path_names_the_nearest(wrong, nearest):
 def test_the_first_missing_part_is_named():
     with pytest.raises(ModuleNotFoundError, match="No module named 'nestad.autograd'; the nearest nestad module is"):
         importlib.import_module('nestad.autograd.misc.optimizers')
+
+
+def test_find_spec_still_answers_none_for_a_missing_module():
+    assert importlib.util.find_spec('nestad.scipy.stat') is None
+    assert importlib.util.find_spec('nestad.scipy.stats') is not None
 
 
 def test_other_packages_keep_pythons_message():
