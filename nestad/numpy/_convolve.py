@@ -43,9 +43,9 @@ def windowed(a, b, axes, dot_axes, full):
     ignore = ([a_sub[i] for i in range(_ndim(a)) if i not in a_conv and i not in a_dot]
               + [b_sub[j] for j in range(_ndim(b)) if j not in b_conv and j not in b_dot])
     flip = [slice(None)] * _ndim(b)
-    for i, j in zip(a_conv, b_conv):
+    for letter, j in zip(conv, b_conv):
         k = _shape(b)[j]
-        p = a_sub.index(conv[a_conv.index(i)])           # where a's axis i is now
+        p = a_sub.index(letter)                           # where that axis of a is now
         # a's axis becomes two, (output, window): entry [o, w] is a[o + w]
         a = take(a, np.arange(_shape(a)[p] - k + 1)[:, None] + np.arange(k), axis=p)
         b_sub[j] = next(letters)
@@ -53,8 +53,6 @@ def windowed(a, b, axes, dot_axes, full):
         flip[j] = slice(None, None, -1)
     spec = f"{''.join(a_sub)},{''.join(b_sub)}->{''.join(ignore + conv)}"
     return einsum(spec, a, getitem(b, tuple(flip)))
-
-
 
 
 def convolution(a, b, axes, dot_axes, mode, same_start):
