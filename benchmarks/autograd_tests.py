@@ -15,7 +15,8 @@ Scope: the real-valued part (issue 9), scipy's tests included (issue 17): the co
 the complex cases of the helpers in ``numpy_utils.py``, switched off by their
 ``test_complex`` flags, and complex arguments of ``check_grads`` and ``combo_check``,
 which check only the real ones; a test that reaches a complex check before any real one
-is reported as skipped, not passed) and the timing files (``test_performance.py``, ``_test_complexity.py``) are left out.
+is reported as skipped, not passed) and the timing files (``test_performance.py``,
+``_test_complexity.py``) are left out.
 Tests of autograd's internals (its boxes, vector spaces, ``primitive_vjps`` table)
 stay in and fail where nestad has no counterpart; they are listed in notes.
 
