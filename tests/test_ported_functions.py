@@ -176,12 +176,30 @@ def test_sqrtm_refuses_a_complex_root():
         sla.sqrtm(np.array([[-1.0, 0.0], [0.0, 1.0]]))
 
 
-def test_integrate_reexports_the_solvers_odeint():
+def test_integrate_odeint_before_and_after_the_solvers(monkeypatch):
+    """Before nestad.solvers exists, importing odeint says it is coming; once it exists,
+    scipy's call (func(y, t, *args), args a tuple) goes to nestad.solvers.odeint (here a
+    stand-in module that records the call, so both states are tested now)."""
+    import importlib
+    import sys
+    import types
     import nestad.scipy.integrate as integrate
-    try:
-        from nestad.solvers import odeint
-    except ImportError:
+    if 'nestad.solvers' not in sys.modules and importlib.util.find_spec('nestad.solvers') is None:
         with pytest.raises(ImportError, match="odeint is nestad's ODE integrator.*nestad.solvers"):
             from nestad.scipy.integrate import odeint  # noqa: F401
-    else:
-        assert integrate.odeint is odeint
+    calls = []
+    solvers = types.ModuleType('nestad.solvers')
+    solvers.odeint = lambda f, y0, t, *params, **kw: calls.append((f, y0, t, params, kw)) or 'y'
+    monkeypatch.setitem(sys.modules, 'nestad.solvers', solvers)
+    try:
+        importlib.reload(integrate)
+        f = lambda y, t, a, b: a * y + b                                   # noqa: E731
+        assert integrate.odeint(f, 1.0, [0.0, 1.0], args=(2.0, 3.0), rtol=1e-9) == 'y'
+        assert calls == [(f, 1.0, [0.0, 1.0], (2.0, 3.0), {'rtol': 1e-9})]
+        with pytest.raises(nd.InvalidInputError, match="args must be a tuple"):
+            integrate.odeint(f, 1.0, [0.0, 1.0], args=[2.0, 3.0])
+        with pytest.raises(nd.InvalidInputError, match="does not take Dfun"):
+            integrate.odeint(f, 1.0, [0.0, 1.0], Dfun=None)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(integrate)
