@@ -202,4 +202,6 @@ def test_integrate_odeint_before_and_after_the_solvers(monkeypatch):
             integrate.odeint(f, 1.0, [0.0, 1.0], Dfun=None)
     finally:
         monkeypatch.undo()
+        if 'nestad.solvers' not in sys.modules:
+            vars(integrate).pop('odeint', None)      # (reload keeps the stand-in's function)
         importlib.reload(integrate)

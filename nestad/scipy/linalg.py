@@ -14,7 +14,7 @@ import scipy.linalg as _la
 
 from .. import numpy as anp
 from ..errors import InvalidInputError
-from ..extend import primitive
+from ..extend import _arity, primitive
 from ..numpy.linalg import det, inv, norm, pinv, solve  # noqa: F401
 from ..values import primal_value
 from .special import _own
@@ -33,7 +33,7 @@ def _rules_of(name, plain, composite):
     differs from scipy's in the last bits, its derivatives are the ones wanted."""
     from ..operators import jvp, vjp
     fn = primitive(plain, name=f"scipy.linalg.{name}")
-    n = fn.primitive.name and _arity(plain)
+    n = _arity(plain)
 
     def tangent(k):
         def rule(t, *xs, out, **params):
@@ -51,11 +51,6 @@ def _rules_of(name, plain, composite):
     fn.defjvp(*[tangent(k) for k in range(n)])
     fn.defvjp(*[cotangent(k) for k in range(n)])
     return _own(fn)
-
-
-def _arity(fn):
-    from ..extend import _arity as arity
-    return arity(fn)
 
 
 # ---------------------------------------------------------------- expm
