@@ -338,6 +338,9 @@ class Guard:
     """An equation that asserts a traced bool has the value it had when traced."""
     name = 'guard'
 
+    def __reduce__(self):            # the one GUARD, also in another process or a copy
+        return 'GUARD'
+
     def __repr__(self):
         return '<guard>'
 
@@ -395,7 +398,7 @@ _STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, 
 
 def record_numpy_call(func, args, kwargs):
     """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is."""
-    from .staging.program import NumpyCall
+    from .staging.program import numpy_call
     from .structures import flatten
     leaves, tree = flatten((tuple(args), dict(kwargs)))
     vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
@@ -403,9 +406,7 @@ def record_numpy_call(func, args, kwargs):
     if func in _STATIC_FUNCTIONS:
         return func(*a, **k)
     trace, leaves = resolve(leaves)
-    op = _NUMPY_CALLS.get(func)
-    if op is None:
-        op = _NUMPY_CALLS[func] = NumpyCall(func)
+    op = numpy_call(func)
     out = func(*a, **k)
     out_leaves, out_tree = flatten(out)
     if out_tree.children is None:
