@@ -261,6 +261,39 @@ class _TracerBase:
         raise StagingError("traced values are unhashable: a cache keyed by value would be "
                            "specialised on the example value the trace was made at")
 
+    def __round__(self, ndigits=None):
+        _refuse_concrete("round()")
+
+    def __trunc__(self):
+        _refuse_concrete("math.trunc()")
+
+    def __floor__(self):
+        _refuse_concrete("math.floor() (use nestad.floor)")
+
+    def __ceil__(self):
+        _refuse_concrete("math.ceil() (use nestad.ceil)")
+
+    # As on perturbed values (eager code that uses them stages too): divmod is
+    # (x // y, x % y); the value is real, so .real is itself and .imag zero.
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        return np.zeros(self.var.shape) if isinstance(self, ArrayTracer) else 0.0
+
+    def conjugate(self):
+        return self
+
+    conj = conjugate
+
     def __format__(self, spec):
         return f"<traced {format(self.val, spec)}>"
 
