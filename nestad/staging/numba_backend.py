@@ -62,7 +62,7 @@ def _teach(numba):
 
         def pow_ieee(x, y):
             x, y = float(x), float(y)
-            if y == 0.5 and x <= 0.0:     # numpy's power is sqrt there: -0.0 at -0.0, nan at -inf
+            if y == 0.5 and x <= 0.0:     # numpy's power is sqrt: -0.0 at -0.0, nan at -inf
                 return np.sqrt(x)
             return x ** y
 
@@ -71,18 +71,24 @@ def _teach(numba):
             if isinstance(x, types.Float) or isinstance(y, types.Float):
                 return pow_ieee
         _TAUGHT = {_pow_plain}
-        if hasattr(math, 'cbrt'):
-            try:
-                @numba.njit(cache=False)
-                def probe(x):
-                    return math.cbrt(x)
-                probe(1.0)
-            except Exception:          # (numba's typing error)
-                @overload(math.cbrt)
-                def _cbrt(x):
-                    if isinstance(x, (types.Float, types.Integer)):
-                        return lambda x: np.cbrt(float(x))
+        if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
+            @overload(math.cbrt)
+            def _cbrt(x):
+                if isinstance(x, (types.Float, types.Integer)):
+                    return lambda x: np.cbrt(float(x))
     return _TAUGHT
+
+
+def _knows(numba, fn):
+    """Whether numba has a type for ``fn`` (asked of its typing context, without compiling)."""
+    from numba.core.registry import cpu_target
+    ctx = cpu_target.typing_context
+    ctx.refresh()
+    try:
+        ctx.resolve_value_type(fn)
+    except (ValueError, numba.core.errors.TypingError):
+        return False
+    return True
 
 
 def compile_numba(fn, source, program):
