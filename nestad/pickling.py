@@ -6,9 +6,9 @@ lambda or a function defined inside another fails with a message about attribute
 lookups; ``check_picklable`` says which function and what to do instead.  A pickler
 that stores functions by value (cloudpickle, which Dask uses) is let through.
 """
-import inspect
 import pickle
 import sys
+import types
 
 
 class UnpicklableFunction(pickle.PicklingError):
@@ -16,22 +16,26 @@ class UnpicklableFunction(pickle.PicklingError):
 
 
 def check_picklable(f, what):
-    """Raise ``UnpicklableFunction`` if the pickler at work cannot store ``f``; ``what``
-    names the object being pickled (``"staged function"``...)."""
-    if _pickles_by_value():
+    """Raise ``UnpicklableFunction`` if ``f`` is a function that the pickler at work
+    cannot store; ``what`` names the object being pickled (``"staged function"``...).
+    Other callables (an operator's result, a staged function) are checked when they are
+    pickled in turn, by their own ``__reduce__``."""
+    if not isinstance(f, types.FunctionType) or _found(f) or _pickles_by_value():
         return
-    try:
-        pickle.dumps(f)
-    except UnpicklableFunction:
-        raise                         # (an inner operator's, which names the function)
-    except Exception as e:            # (PicklingError, AttributeError, TypeError...)
-        inner = inspect.unwrap(f)
-        name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', inner)}"
-        raise UnpicklableFunction(
-            f"cannot pickle the {what} of {name}: {e}. It is pickled as the function it "
-            "stands for, which pickle stores by module and name: define that function with "
-            "`def` at the top level of a module, not as a lambda or inside another function "
-            "(or pickle with cloudpickle, which stores functions by value)") from e
+    name = f"{f.__module__}.{f.__qualname__}"
+    raise UnpicklableFunction(
+        f"cannot pickle the {what} of {name}: it is pickled as that function, which pickle "
+        f"stores by module and name, and {name} is not found by its name (a lambda, or a "
+        "function defined inside another). Define the function with `def` at the top level "
+        "of a module (or pickle with cloudpickle, which stores functions by value)")
+
+
+def _found(f):
+    """Whether ``f`` is what its module and qualified name find (pickle's test)."""
+    obj = sys.modules.get(f.__module__)
+    for part in f.__qualname__.split('.'):
+        obj = getattr(obj, part, None)
+    return obj is f
 
 
 def _pickles_by_value():
