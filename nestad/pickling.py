@@ -20,22 +20,28 @@ def check_picklable(f, what):
     cannot store; ``what`` names the object being pickled (``"staged function"``...).
     Other callables (an operator's result, a staged function) are checked when they are
     pickled in turn, by their own ``__reduce__``."""
-    if not isinstance(f, types.FunctionType) or _found(f) or _pickles_by_value():
+    if not isinstance(f, types.FunctionType):
+        return
+    found = _lookup(f)
+    if found is f or _pickles_by_value():
         return
     name = f"{f.__module__}.{f.__qualname__}"
+    why = ("is not found by its name (a lambda, or a function defined inside another)"
+           if found is None else "finds another object (a closure named after the function "
+           "it wraps, as decorators and nd.checkpoint make)")
     raise UnpicklableFunction(
         f"cannot pickle the {what} of {name}: it is pickled as that function, which pickle "
-        f"stores by module and name, and {name} is not found by its name (a lambda, or a "
-        "function defined inside another). Define the function with `def` at the top level "
-        "of a module (or pickle with cloudpickle, which stores functions by value)")
+        f"stores by module and name, and {name} {why}. Define the function with `def` at "
+        "the top level of a module (or pickle with cloudpickle, which stores functions by "
+        "value)")
 
 
-def _found(f):
-    """Whether ``f`` is what its module and qualified name find (pickle's test)."""
+def _lookup(f):
+    """What ``f``'s module and qualified name find (pickle stores ``f`` if it is ``f``)."""
     obj = sys.modules.get(f.__module__)
     for part in f.__qualname__.split('.'):
         obj = getattr(obj, part, None)
-    return obj is f
+    return obj
 
 
 def _pickles_by_value():

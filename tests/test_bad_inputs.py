@@ -601,3 +601,27 @@ def test_unpickling_a_structure_this_process_does_not_know():
     with pytest.raises(InvalidInputError, match=r"contain a Unregistered, which this process "
                        r"does not know as a structure: call nestad.register_structure"):
         _treedef(Unregistered, None, [])
+
+
+def _logged(f):
+    import functools
+
+    @functools.wraps(f)
+    def logged(*args):
+        return f(*args)
+    return logged
+
+
+@_logged
+def _cube(x):
+    return x ** 3
+
+
+def test_pickling_a_staged_function_wrapped_by_a_decorator():
+    # _logged(_cube) is a closure named after _cube, and that name finds another object
+    # (the module's _cube): pickle's message says "it's not the same object"
+    import pickle
+    from nestad.pickling import UnpicklableFunction
+    with pytest.raises(UnpicklableFunction, match=r"test_bad_inputs._cube: .* finds another object "
+                       r"\(a closure named after the function it wraps.*Define the function"):
+        pickle.dumps(nd.stage(nd.gradient_r(_logged(_cube))))
