@@ -573,7 +573,8 @@ def _jacobian_forward(f, spec, op, gradient, /, *args, **kwargs):
 
     def block(i, j):
         cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
-        moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
+        moved = (anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed)
+                 else np.moveaxis(cols, 0, -1))
         return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
     return _assemble(out_def, out_shapes, treedef, shapes, block, many)
 

@@ -183,7 +183,8 @@ def test_pickled_staged_gradient_and_program_in_a_spawned_worker():
     program = nd.trace(nd.gradient_r(nd.gradient_r(heron)), 4.0)
     loop_grad = nd.stage(nd.gradient_r(heron))
     payload = [(staged_grad, (P, X, S)), (staged_hess, (0.7, 1.3)), (program, (9.0,)),
-               (loop_grad, (2.0,)), (nd.jacobian_f(nd.gradient_r(scalar_f, (0, 1)), (0, 1)), (0.4, 1.1))]
+               (loop_grad, (2.0,)),
+               (nd.jacobian_f(nd.gradient_r(scalar_f, (0, 1)), (0, 1)), (0.4, 1.1))]
     want = run_in_worker(payload)
     with multiprocessing.get_context('spawn').Pool(1) as pool:
         got = pool.apply(run_in_worker, (payload,))
