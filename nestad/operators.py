@@ -12,6 +12,7 @@ Inputs and outputs are numbers, ndarrays, or structures of them.  ``jacobian_f``
 forward pass at once: the tangents carry a leading batch axis.
 """
 import functools
+import types
 from numbers import Real
 
 import numpy as np
@@ -21,6 +22,7 @@ from . import perturbation
 from .arrays import make_bundle, make_cell, subclass_error
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
+from .pickling import check_picklable
 from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
 from .tracer import ArrayTracer, is_tracer
@@ -183,6 +185,37 @@ def _in_dtype(g, x):
     return np.asarray(g).astype(dt)[()]
 
 
+# ---------------------------------------------------------------- the operators' results
+
+class _Operator(functools.partial):
+    """What an operator returns: its implementation with ``f`` and the operator's own
+    parameters bound, named and documented as ``f``.  A partial rather than a closure,
+    so that it pickles whenever ``f`` does (derivative functions are shipped to worker
+    processes); a method when it is a class attribute, as a function would be."""
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __reduce__(self):
+        check_picklable(self.args[0], "derivative operator's result")
+        return super().__reduce__()
+
+    def __copy__(self):               # copied as a function is: itself
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        op = next((a for a in self.args if isinstance(a, str)), self.func.__name__.strip('_'))
+        return f"<{op} of {self.args[0]!r}>"
+
+
+def _operator(impl, f, *params):
+    # (f's __dict__ is not copied: a staged f's holds its compiled code)
+    return functools.update_wrapper(_Operator(impl, f, *params), f, updated=())
+
+
 # ---------------------------------------------------------------- forward mode
 
 _MISSING = object()
@@ -195,25 +228,26 @@ def derivative(f):
     result has the same shape, and a function in it computes the derivative of what
     ``f``'s function computes (it may be applied any number of times, anywhere).
     Keyword arguments are passed to ``f`` and not differentiated."""
-    @functools.wraps(f)
-    def df(x=_MISSING, /, *more, **kwargs):
-        if more or x is _MISSING:
-            raise InvalidInputError(
-                f"derivative(f)(x) takes one positional argument, the real number x to "
-                f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
-                "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
-                "or jacobian_f.")
-        if x.__class__ is not float:            # (a float needs no checks: the common case)
-            _check_number(x, "derivative", "the argument")
-            if _shape_of(x) != ():
-                raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
-                                        "use jvp, directional_derivative or jacobian_f")
-        tag = perturbation.fresh()
-        try:
-            return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
-        finally:
-            perturbation.retire(tag)
-    return df
+    return _operator(_derivative, f)
+
+
+def _derivative(f, x=_MISSING, /, *more, **kwargs):
+    if more or x is _MISSING:
+        raise InvalidInputError(
+            f"derivative(f)(x) takes one positional argument, the real number x to "
+            f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
+            "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
+            "or jacobian_f.")
+    if x.__class__ is not float:            # (a float needs no checks: the common case)
+        _check_number(x, "derivative", "the argument")
+        if _shape_of(x) != ():
+            raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
+                                    "use jvp, directional_derivative or jacobian_f")
+    tag = perturbation.fresh()
+    try:
+        return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
+    finally:
+        perturbation.retire(tag)
 
 
 def jvp(f, primals, tangents, /, **kwargs):
@@ -296,13 +330,14 @@ def _columns(t, n, out_shape, out):
 def gradient_f(f, argnums=0):
     """The gradient of a real-valued ``f`` by forward mode: the Jacobian of a scalar
     function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
-    op = "gradient_f"
+    return _jacobian_f(_operator(_scalar_valued, f), argnums, "gradient_f", gradient=True,
+                       named=f)
 
-    def checked(*args, **kwargs):
-        out = f(*args, **kwargs)
-        _check_scalar(out, op)
-        return _as_scalar(out)          # blocks of the inputs' shapes
-    return functools.wraps(f)(_jacobian_f(checked, argnums, op, gradient=True))
+
+def _scalar_valued(f, /, *args, **kwargs):
+    out = f(*args, **kwargs)
+    _check_scalar(out, "gradient_f")
+    return _as_scalar(out)          # blocks of the inputs' shapes
 
 
 def _unwrap0d(x):
@@ -394,22 +429,21 @@ def gradient_r(f, argnums=0):
 
 
 def _gradient_r(f, argnums, op):
-    spec = _argnums_spec(argnums, op)
+    return _operator(_gradient, f, _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def grad_r(*args, **kwargs):
-        return _value_and_gradient(f, spec, args, kwargs, op)[1]
-    return grad_r
+
+def _gradient(f, spec, op, /, *args, **kwargs):
+    return _value_and_gradient(f, spec, args, kwargs, op)[1]
 
 
 def value_and_gradient_r(f, argnums=0):
     """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run."""
-    spec = _argnums_spec(argnums, "value_and_gradient_r")
+    op = "value_and_gradient_r"
+    return _operator(_value_and_gradient_call, f, _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def value_and_grad_r(*args, **kwargs):
-        return _value_and_gradient(f, spec, args, kwargs, "value_and_gradient_r")
-    return value_and_grad_r
+
+def _value_and_gradient_call(f, spec, op, /, *args, **kwargs):
+    return _value_and_gradient(f, spec, args, kwargs, op)
 
 
 def vjp(f, /, *primals, **kwargs):
@@ -511,75 +545,76 @@ def jacobian_f(f, argnums=0):
     return _jacobian_f(f, argnums, "jacobian_f")
 
 
-def _jacobian_f(f, argnums, op, gradient=False):
+def _jacobian_f(f, argnums, op, gradient=False, named=None):
     """jacobian_f; for ``gradient`` (a scalar f) each block is the derivative of one
-    argument, so it takes that argument's narrow float dtype, as gradient_r's does."""
-    spec = _argnums_spec(argnums, op)
+    argument, so it takes that argument's narrow float dtype, as gradient_r's does.
+    The result is named as ``named`` (default ``f``)."""
+    jac = _operator(_jacobian_forward, f, _argnums_spec(argnums, op), op, gradient)
+    return jac if named is None else functools.update_wrapper(jac, named, updated=())
 
-    @functools.wraps(f)
-    def jac(*args, **kwargs):
-        nums, many = _argnums(spec, len(args), op, kwargs)
-        leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
-        g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
-        cast = _in_dtype if gradient else (lambda b, x: b)
-        if all(_shape_of(x) == () for x in leaves):
-            value, columns = _scalar_columns(g, leaves, treedef, op)
-            out_leaves, out_def = flatten(value)
-            out_shapes = [_shape_of(y) for y in out_leaves]
-            return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
-        tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(g, leaves, treedef, tangents, op, {})
+
+def _jacobian_forward(f, spec, op, gradient, /, *args, **kwargs):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
+    g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
+    cast = _in_dtype if gradient else (lambda b, x: b)
+    if all(_shape_of(x) == () for x in leaves):
+        value, columns = _scalar_columns(g, leaves, treedef, op)
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
-        t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
-        starts = np.cumsum([0] + sizes)
+        return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
+                         lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
+    tangents, shapes, sizes, n = _basis(leaves)
+    value, t = _push(g, leaves, treedef, tangents, op, {})
+    out_leaves, out_def = flatten(value)
+    out_shapes = [_shape_of(y) for y in out_leaves]
+    t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
+    starts = np.cumsum([0] + sizes)
 
-        def block(i, j):
-            cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
-            moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
-            return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
-        return _assemble(out_def, out_shapes, treedef, shapes, block, many)
-    return jac
+    def block(i, j):
+        cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
+        moved = (anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed)
+                 else np.moveaxis(cols, 0, -1))
+        return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
+    return _assemble(out_def, out_shapes, treedef, shapes, block, many)
 
 
 def jacobian_r(f, argnums=0):
     """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
     op = "jacobian_r"
-    spec = _argnums_spec(argnums, op)
+    return _operator(_jacobian_reverse, f, _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def jac(*args, **kwargs):
-        nums, many = _argnums(spec, len(args), op, kwargs)
-        chosen = tuple(args[i] for i in nums)
-        value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
-        out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_leaves = flatten(chosen)[0]
-        in_shapes = [_shape_of(x) for x in in_leaves]
-        rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
-        for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
-            for e in range(k):
-                ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
-                if s:
-                    ct[i][np.unravel_index(e, s)] = 1.0
-                else:
-                    ct[i] = 1.0
-                for j, g in enumerate(pull(ct)):
-                    rows[j].append(g)
-        starts = np.cumsum([0] + out_sizes)
 
-        def block(i, j):
-            chunk = rows[j][starts[i]:starts[i + 1]]
-            if not chunk:                  # an empty output: no pass, an empty block
-                return np.zeros(out_shapes[i] + in_shapes[j],
-                                _narrow_float(in_leaves[j]) or np.float64)
-            if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
-                return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
-            return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
-                            out_shapes[i] + in_shapes[j])
-        return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
-    return jac
+def _jacobian_reverse(f, spec, op, /, *args, **kwargs):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    chosen = tuple(args[i] for i in nums)
+    value, in_def, out_def, out_shapes, pull = _vjp(
+        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
+    out_sizes = [int(np.prod(s)) for s in out_shapes]
+    in_leaves = flatten(chosen)[0]
+    in_shapes = [_shape_of(x) for x in in_leaves]
+    rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
+    for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
+        for e in range(k):
+            ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
+            if s:
+                ct[i][np.unravel_index(e, s)] = 1.0
+            else:
+                ct[i] = 1.0
+            for j, g in enumerate(pull(ct)):
+                rows[j].append(g)
+    starts = np.cumsum([0] + out_sizes)
+
+    def block(i, j):
+        chunk = rows[j][starts[i]:starts[i + 1]]
+        if not chunk:                  # an empty output: no pass, an empty block
+            return np.zeros(out_shapes[i] + in_shapes[j],
+                            _narrow_float(in_leaves[j]) or np.float64)
+        if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
+            return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
+        return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
+                        out_shapes[i] + in_shapes[j])
+    return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
 
 
 def hessian(f, argnums=0):
