@@ -167,7 +167,7 @@ class ArrayPrimitive:
     """A numpy operation and its derivative rules.  ``emit`` is the Python expression
     staged code uses for it (``'np.sin({0})'``, params by name: ``'{axis}'``); None
     calls ``plain``."""
-    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit', 'user')
+    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit', 'user', 'qualname')
 
     def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None, emit=None,
                  namespace='numpy', user=False):
@@ -179,7 +179,14 @@ class ArrayPrimitive:
         self.lifted = None
         self.emit = emit
         self.user = user              # users' primitives may take any other arguments (labels...)
-        registry.register(self, name if namespace is None else f"{namespace}.{name}", user)
+        self.qualname = name if namespace is None else f"{namespace}.{name}"
+        registry.register(self, self.qualname, user)
+
+    def __reduce__(self):             # (by name: rules are closures)
+        return registry.reduce(self, self.qualname)
+
+    def __deepcopy__(self, memo):
+        return self
 
     def __repr__(self):
         return f"<array primitive {self.name}>"

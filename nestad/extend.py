@@ -44,7 +44,10 @@ def primitive(fn=None, *, name=None):
     ``defpartials``, ``defjvp`` and ``defvjp`` set its rules."""
     if fn is None:
         return lambda f: primitive(f, name=name)
-    name = name or f"{fn.__module__}.{fn.__qualname__}"
+    # (multiprocessing's workers run the main script as __mp_main__: the same name there,
+    # so that programs pickled in the main process find it)
+    module = '__main__' if fn.__module__ == '__mp_main__' else fn.__module__
+    name = name or f"{module}.{fn.__qualname__}"
     prim = ArrayPrimitive(name, fn, namespace=None, user=True)
     rules = _Rules(prim, fn)
     prim.jvps, prim.vjps = rules.jvp, rules.vjp

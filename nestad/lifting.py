@@ -61,6 +61,12 @@ class Primitive:
         self.emit = emit
         registry.register(self, name)
 
+    def __reduce__(self):             # (by name: rules are closures)
+        return registry.reduce(self, self.name)
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __repr__(self):
         return f"<primitive {self.name}>"
 

@@ -12,6 +12,7 @@ Inputs and outputs are numbers, ndarrays, or structures of them.  ``jacobian_f``
 forward pass at once: the tangents carry a leading batch axis.
 """
 import functools
+import types
 from numbers import Real
 
 import numpy as np
@@ -21,6 +22,7 @@ from . import perturbation
 from .arrays import make_bundle, make_cell, subclass_error
 from .errors import InvalidInputError, NestadError, NonScalarOutputError
 from .extraction import _checked, primal_of, tangent_of
+from .pickling import check_picklable
 from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
 from .tracer import ArrayTracer, is_tracer
@@ -183,6 +185,37 @@ def _in_dtype(g, x):
     return np.asarray(g).astype(dt)[()]
 
 
+# ---------------------------------------------------------------- the operators' results
+
+class _Operator(functools.partial):
+    """What an operator returns: its implementation with ``f`` and the operator's own
+    parameters bound, named and documented as ``f``.  A partial rather than a closure,
+    so that it pickles whenever ``f`` does (derivative functions are shipped to worker
+    processes); a method when it is a class attribute, as a function would be."""
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __reduce__(self):
+        check_picklable(self.args[0], "derivative operator's result")
+        return super().__reduce__()
+
+    def __copy__(self):               # copied as a function is: itself
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        op = next((a for a in self.args if isinstance(a, str)), self.func.__name__.strip('_'))
+        return f"<{op} of {self.args[0]!r}>"
+
+
+def _operator(impl, f, *params):
+    # (f's __dict__ is not copied: a staged f's holds its compiled code)
+    return functools.update_wrapper(_Operator(impl, f, *params), f, updated=())
+
+
 # ---------------------------------------------------------------- forward mode
 
 _MISSING = object()
@@ -195,25 +228,26 @@ def derivative(f):
     result has the same shape, and a function in it computes the derivative of what
     ``f``'s function computes (it may be applied any number of times, anywhere).
     Keyword arguments are passed to ``f`` and not differentiated."""
-    @functools.wraps(f)
-    def df(x=_MISSING, /, *more, **kwargs):
-        if more or x is _MISSING:
-            raise InvalidInputError(
-                f"derivative(f)(x) takes one positional argument, the real number x to "
-                f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
-                "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
-                "or jacobian_f.")
-        if x.__class__ is not float:            # (a float needs no checks: the common case)
-            _check_number(x, "derivative", "the argument")
-            if _shape_of(x) != ():
-                raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
-                                        "use jvp, directional_derivative or jacobian_f")
-        tag = perturbation.fresh()
-        try:
-            return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
-        finally:
-            perturbation.retire(tag)
-    return df
+    return _operator(_derivative, f)
+
+
+def _derivative(f, x=_MISSING, /, *more, **kwargs):
+    if more or x is _MISSING:
+        raise InvalidInputError(
+            f"derivative(f)(x) takes one positional argument, the real number x to "
+            f"differentiate at, but got {len(more) + (x is not _MISSING)}; keyword arguments "
+            "are passed to f undifferentiated. For several arguments use gradient_f, jvp "
+            "or jacobian_f.")
+    if x.__class__ is not float:            # (a float needs no checks: the common case)
+        _check_number(x, "derivative", "the argument")
+        if _shape_of(x) != ():
+            raise InvalidInputError("derivative(f)(x) takes a real number; for an array x "
+                                    "use jvp, directional_derivative or jacobian_f")
+    tag = perturbation.fresh()
+    try:
+        return tangent_of(tag, f(Bundle(tag, x, 1.0), **kwargs), "derivative")
+    finally:
+        perturbation.retire(tag)
 
 
 def jvp(f, primals, tangents, /, **kwargs):
@@ -299,16 +333,15 @@ def gradient_f(f, argnums=0, has_aux=False):
     """The gradient of a real-valued ``f`` by forward mode: the Jacobian of a scalar
     function, whose blocks have the inputs' shapes (see jacobian_f for the passes).
     ``has_aux``: ``f`` returns ``(value, aux)``; the result is ``(gradient, aux)``."""
-    op = "gradient_f"
+    return _jacobian_f(f, argnums, "gradient_f", gradient=True, has_aux=has_aux)
 
-    def scalar(g):
-        def checked(*args, **kwargs):
-            out = g(*args, **kwargs)
-            _check_scalar(out, op)
-            return _as_scalar(out)          # blocks of the inputs' shapes
-        return checked
-    return functools.wraps(f)(_jacobian_f(f, argnums, op, gradient=True, has_aux=has_aux,
-                                          wrap=scalar))
+
+def _scalar_valued(f, op):
+    def checked(*args, **kwargs):
+        out = f(*args, **kwargs)
+        _check_scalar(out, op)
+        return _as_scalar(out)          # blocks of the inputs' shapes
+    return checked
 
 
 class _Aux:
@@ -334,8 +367,8 @@ def _pair(out, op):
     if not (isinstance(out, tuple) and len(out) == 2):
         raise InvalidInputError(
             f"{op}(f, has_aux=True): f must return a pair (output, aux), but it returned "
-            f"{_a(type(primal_value(out)).__name__)}{f' of {len(out)}' if isinstance(out, tuple) else ''}; return a tuple of the value to differentiate and the auxiliary "
-            "data, or drop has_aux=True")
+            f"{_a(type(primal_value(out)).__name__)}{f' of {len(out)}' if isinstance(out, tuple) else ''}; return "
+            "a tuple of the value to differentiate and the auxiliary data, or drop has_aux=True")
     return out
 
 
@@ -431,31 +464,34 @@ def gradient_r(f, argnums=0, has_aux=False):
 
 
 def _gradient_r(f, argnums, op, has_aux=False):
-    spec = _argnums_spec(argnums, op)
+    return _operator(_gradient_aux if has_aux else _gradient, f, _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def grad_r(*args, **kwargs):
-        if has_aux:
-            aux = _Aux(f, op)
-            return _value_and_gradient(aux, spec, args, kwargs, op, aux)[1], aux.value
-        return _value_and_gradient(f, spec, args, kwargs, op)[1]
-    return grad_r
+
+def _gradient(f, spec, op, /, *args, **kwargs):
+    return _value_and_gradient(f, spec, args, kwargs, op)[1]
+
+
+def _gradient_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)               # (one per call: calls may nest)
+    return _value_and_gradient(aux, spec, args, kwargs, op, aux)[1], aux.value
 
 
 def value_and_gradient_r(f, argnums=0, has_aux=False):
     """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run; with ``has_aux``
     (``f`` returns ``(value, aux)``), ``((value, aux), gradient)`` as in JAX."""
     op = "value_and_gradient_r"
-    spec = _argnums_spec(argnums, op)
+    return _operator(_value_and_gradient_aux if has_aux else _value_and_gradient_call, f,
+                     _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def value_and_grad_r(*args, **kwargs):
-        if has_aux:
-            aux = _Aux(f, op)
-            value, g = _value_and_gradient(aux, spec, args, kwargs, op, aux)
-            return (value, aux.value), g
-        return _value_and_gradient(f, spec, args, kwargs, op)
-    return value_and_grad_r
+
+def _value_and_gradient_call(f, spec, op, /, *args, **kwargs):
+    return _value_and_gradient(f, spec, args, kwargs, op)
+
+
+def _value_and_gradient_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)
+    value, g = _value_and_gradient(aux, spec, args, kwargs, op, aux)
+    return (value, aux.value), g
 
 
 def vjp(f, /, *primals, **kwargs):
@@ -562,114 +598,114 @@ def jacobian_f(f, argnums=0, has_aux=False):
     return _jacobian_f(f, argnums, "jacobian_f", has_aux=has_aux)
 
 
-def _jacobian_f(f, argnums, op, gradient=False, has_aux=False, wrap=lambda g: g):
-    """jacobian_f; for ``gradient`` (a scalar f) each block is the derivative of one
-    argument, so it takes that argument's narrow float dtype, as gradient_r's does.
-    ``wrap`` checks f's output (after aux is split off)."""
-    spec = _argnums_spec(argnums, op)
-    if not has_aux:
-        return _jacobian_f_call(wrap(f), spec, op, gradient, None)
-
-    @functools.wraps(f)
-    def jac_aux(*args, **kwargs):
-        aux = _Aux(f, op)           # (one per call: calls may nest)
-        return _jacobian_f_call(wrap(aux), spec, op, gradient, aux)(*args, **kwargs), aux.value
-    return jac_aux
+def _jacobian_f(f, argnums, op, gradient=False, has_aux=False):
+    """jacobian_f; for ``gradient`` (a scalar f, checked) each block is the derivative of
+    one argument, so it takes that argument's narrow float dtype, as gradient_r's does."""
+    impl = _jacobian_forward_aux if has_aux else _jacobian_forward
+    return _operator(impl, f, _argnums_spec(argnums, op), op, gradient)
 
 
-def _jacobian_f_call(f, spec, op, gradient, aux):
-    @functools.wraps(f)
-    def jac(*args, **kwargs):
-        nums, many = _argnums(spec, len(args), op, kwargs)
-        leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
-        g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
-        cast = _in_dtype if gradient else (lambda b, x: b)
-        if all(_shape_of(x) == () for x in leaves):
-            value, columns = _scalar_columns(g, leaves, treedef, op, aux)
-            out_leaves, out_def = flatten(value)
-            out_shapes = [_shape_of(y) for y in out_leaves]
-            return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
-                             lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
-        tangents, shapes, sizes, n = _basis(leaves)
-        value, t = _push(g, leaves, treedef, tangents, op, {}, aux)
+def _jacobian_forward_aux(f, spec, op, gradient, /, *args, **kwargs):
+    aux = _Aux(f, op)               # (one per call: calls may nest)
+    return _forward_jacobian(aux, spec, op, gradient, args, kwargs, aux), aux.value
+
+
+def _jacobian_forward(f, spec, op, gradient, /, *args, **kwargs):
+    return _forward_jacobian(f, spec, op, gradient, args, kwargs, None)
+
+
+def _forward_jacobian(f, spec, op, gradient, args, kwargs, aux):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
+    g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
+    if gradient:
+        g = _scalar_valued(g, op)
+    cast = _in_dtype if gradient else (lambda b, x: b)
+    if all(_shape_of(x) == () for x in leaves):
+        value, columns = _scalar_columns(g, leaves, treedef, op, aux)
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
-        t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
-        starts = np.cumsum([0] + sizes)
+        return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
+                         lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
+    tangents, shapes, sizes, n = _basis(leaves)
+    value, t = _push(g, leaves, treedef, tangents, op, {}, aux)
+    out_leaves, out_def = flatten(value)
+    out_shapes = [_shape_of(y) for y in out_leaves]
+    t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
+    starts = np.cumsum([0] + sizes)
 
-        def block(i, j):
-            cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
-            moved = anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed) else np.moveaxis(cols, 0, -1)
-            return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
-        return _assemble(out_def, out_shapes, treedef, shapes, block, many)
-    return jac
+    def block(i, j):
+        cols = t_leaves[i][starts[j]:starts[j + 1]]          # (size_j,) + out_shape_i
+        moved = (anp.moveaxis(cols, 0, -1) if isinstance(cols, Perturbed)
+                 else np.moveaxis(cols, 0, -1))
+        return cast(_reshape(moved, out_shapes[i] + shapes[j]), leaves[j])
+    return _assemble(out_def, out_shapes, treedef, shapes, block, many)
 
 
 def jacobian_r(f, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one tape, one reverse pass per output entry.
     ``has_aux``: ``f`` returns ``(output, aux)``; the result is ``(jacobian, aux)``."""
     op = "jacobian_r"
-    spec = _argnums_spec(argnums, op)
-    if has_aux:
-        def jac_aux(*args, **kwargs):
-            aux = _Aux(f, op)
-            return _jacobian_r_call(aux, spec, op, aux)(*args, **kwargs), aux.value
-        return functools.wraps(f)(jac_aux)
-    return _jacobian_r_call(f, spec, op, None)
+    return _operator(_jacobian_reverse_aux if has_aux else _jacobian_reverse, f,
+                     _argnums_spec(argnums, op), op)
 
 
-def _jacobian_r_call(f, spec, op, aux):
-    @functools.wraps(f)
-    def jac(*args, **kwargs):
-        nums, many = _argnums(spec, len(args), op, kwargs)
-        chosen = tuple(args[i] for i in nums)
-        value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument", aux)
-        out_sizes = [int(np.prod(s)) for s in out_shapes]
-        in_leaves = flatten(chosen)[0]
-        in_shapes = [_shape_of(x) for x in in_leaves]
-        rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
-        for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
-            for e in range(k):
-                ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
-                if s:
-                    ct[i][np.unravel_index(e, s)] = 1.0
-                else:
-                    ct[i] = 1.0
-                for j, g in enumerate(pull(ct)):
-                    rows[j].append(g)
-        starts = np.cumsum([0] + out_sizes)
+def _jacobian_reverse_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)
+    return _reverse_jacobian(aux, spec, op, args, kwargs, aux), aux.value
 
-        def block(i, j):
-            chunk = rows[j][starts[i]:starts[i + 1]]
-            if not chunk:                  # an empty output: no pass, an empty block
-                return np.zeros(out_shapes[i] + in_shapes[j],
-                                _narrow_float(in_leaves[j]) or np.float64)
-            if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
-                return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
-            return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
-                            out_shapes[i] + in_shapes[j])
-        return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
-    return jac
+
+def _jacobian_reverse(f, spec, op, /, *args, **kwargs):
+    return _reverse_jacobian(f, spec, op, args, kwargs, None)
+
+
+def _reverse_jacobian(f, spec, op, args, kwargs, aux):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    chosen = tuple(args[i] for i in nums)
+    value, in_def, out_def, out_shapes, pull = _vjp(
+        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument", aux)
+    out_sizes = [int(np.prod(s)) for s in out_shapes]
+    in_leaves = flatten(chosen)[0]
+    in_shapes = [_shape_of(x) for x in in_leaves]
+    rows = [[] for _ in in_shapes]             # rows[j]: one input-shaped row per output entry
+    for i, (s, k) in enumerate(zip(out_shapes, out_sizes)):
+        for e in range(k):
+            ct = [np.zeros(sh) if sh else 0.0 for sh in out_shapes]
+            if s:
+                ct[i][np.unravel_index(e, s)] = 1.0
+            else:
+                ct[i] = 1.0
+            for j, g in enumerate(pull(ct)):
+                rows[j].append(g)
+    starts = np.cumsum([0] + out_sizes)
+
+    def block(i, j):
+        chunk = rows[j][starts[i]:starts[i + 1]]
+        if not chunk:                  # an empty output: no pass, an empty block
+            return np.zeros(out_shapes[i] + in_shapes[j],
+                            _narrow_float(in_leaves[j]) or np.float64)
+        if any(isinstance(g, Perturbed) or is_tracer(g) for g in chunk):   # (staged too)
+            return _reshape(anp.stack(chunk), out_shapes[i] + in_shapes[j])
+        return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
+                        out_shapes[i] + in_shapes[j])
+    return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
 
 
 def elementwise_grad(f, argnums=0):
     """autograd's ``elementwise_grad``: the vector-Jacobian product of ``f`` with ones of
     its output's shape, so for an elementwise ``f`` the derivative of each output entry
     in its own input entry (for other ``f``, the gradient of the sum of its output)."""
-    spec = _argnums_spec(argnums, "elementwise_grad")
+    op = "elementwise_grad"
+    return _operator(_elementwise_grad, f, _argnums_spec(argnums, op), op)
 
-    @functools.wraps(f)
-    def egrad(*args, **kwargs):
-        nums, many = _argnums(spec, len(args), "elementwise_grad", kwargs)
-        chosen = tuple(args[i] for i in nums)
-        value, in_def, out_def, out_shapes, pull = _vjp(
-            lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, "elementwise_grad",
-            "argument")
-        ones = [np.ones(s) if s else 1.0 for s in out_shapes]
-        result = in_def.build(pull(ones))
-        return result if many else result[0]
-    return egrad
+
+def _elementwise_grad(f, spec, op, /, *args, **kwargs):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    chosen = tuple(args[i] for i in nums)
+    value, in_def, out_def, out_shapes, pull = _vjp(
+        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
+    result = in_def.build(pull([np.ones(s) if s else 1.0 for s in out_shapes]))
+    return result if many else result[0]
 
 
 def hessian(f, argnums=0):

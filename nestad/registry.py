@@ -16,7 +16,12 @@ math.asin, numpy.arcsin, rule)``) is *elementwise*: nestad.numpy makes its array
 version from the same rule, exports it under numpy's name (``nestad.numpy.arcsin``),
 and numpy's dispatch sends ``numpy.arcsin`` of a nestad value there.  So adding a
 function such as ``exp2`` to both is one definition.
+
+Programs refer to primitives by these names when they are pickled (``reduce``), so a
+program traced in one process runs in another.
 """
+import importlib
+
 PRIMITIVES = {}            # qualified name -> primitive
 USER = set()               # qualified names of users' primitives (nestad.primitive)
 EXPORTS = {}               # (namespace, name) -> public function
@@ -54,3 +59,31 @@ def elementwise(prim, numpy_fn):
 def lookup(qualname):
     return PRIMITIVES[qualname]
 
+
+
+def reduce(prim, qualname):
+    """pickle's reduction of a primitive: its registered name (rules are closures, and
+    the primitive is the same object wherever its module is imported), with the module
+    that defines it (a user's, or nestad's own) to import where it is not yet known."""
+    if PRIMITIVES.get(qualname) is not prim or '<locals>' in qualname:
+        import pickle
+        raise pickle.PicklingError(
+            f"cannot pickle the primitive {qualname!r}: it is defined inside a function (or "
+            "defined again under its name since), so no other process can find it by name. "
+            "Define it with nestad.primitive at the top level of a module")
+    module = prim.plain.__module__ if qualname in USER else 'nestad'
+    return named, (qualname, module)
+
+
+def named(qualname, module='nestad'):
+    """The primitive registered as ``qualname``, importing ``module`` if it is missing."""
+    prim = PRIMITIVES.get(qualname)
+    if prim is None:
+        importlib.import_module(module)
+        prim = PRIMITIVES.get(qualname)
+    if prim is None:
+        from .errors import NestadError
+        raise NestadError(f"a pickled program uses the primitive {qualname!r}, which importing "
+                          f"{module} does not define: define it at the top level of a module "
+                          "(not inside a function) and import that module before unpickling")
+    return prim

@@ -117,14 +117,25 @@ def _node_kind(x):
     try:
         return _kinds[cls]
     except KeyError:
-        pass
+        return _class_kind(cls)
+
+
+def _class_kind(cls):
+    kind = _kinds.get(cls)
+    if kind is not None or cls in _kinds:
+        return kind
     kind = _registry.get(cls)
     if kind is None and issubclass(cls, tuple) and hasattr(cls, '_fields'):     # namedtuple
         kind = (lambda t: (list(t), None), lambda aux, ch, _c=cls: _c(*ch))
     elif kind is None and dataclasses.is_dataclass(cls):
         kind = (_dataclass_flatten, lambda names, ch, _c=cls: _dataclass_unflatten(_c, names, ch))
     _kinds[cls] = kind
+    if kind is not None:
+        _classes[kind[1]] = cls
     return kind
+
+
+_classes = {}       # unflatten -> its class: a TreeDef pickles its class, by reference
 
 
 class TreeDef:
@@ -144,6 +155,13 @@ class TreeDef:
             return None
         return (self.unflatten, repr(self.aux), tuple(c.signature() for c in self.children))
 
+    def __reduce__(self):
+        # The class rather than its unflatten (a lambda): the unflatten of the class in
+        # the process that loads it, so that signatures compare there.
+        if self is _LEAF:
+            return '_LEAF'
+        return _treedef, (_classes[self.unflatten], self.aux, self.children)
+
     def build(self, leaves):
         it = iter(leaves)
         return self._build(it)
@@ -155,6 +173,16 @@ class TreeDef:
 
 
 _LEAF = TreeDef(None, None, None)
+
+
+def _treedef(cls, aux, children):
+    kind = _class_kind(cls)
+    if kind is None:
+        raise InvalidInputError(
+            f"a pickled program's arguments or results contain a {cls.__name__}, which this "
+            "process does not know as a structure: call nestad.register_structure for it at "
+            "the top level of the module that defines it")
+    return TreeDef(kind[1], aux, children)
 
 
 def _child_labels(x, aux, n):

@@ -261,6 +261,39 @@ class _TracerBase:
         raise StagingError("traced values are unhashable: a cache keyed by value would be "
                            "specialised on the example value the trace was made at")
 
+    def __round__(self, ndigits=None):
+        _refuse_concrete("round()")
+
+    def __trunc__(self):
+        _refuse_concrete("math.trunc()")
+
+    def __floor__(self):
+        _refuse_concrete("math.floor() (use nestad.floor)")
+
+    def __ceil__(self):
+        _refuse_concrete("math.ceil() (use nestad.ceil)")
+
+    # As on perturbed values (eager code that uses them stages too): divmod is
+    # (x // y, x % y); the value is real, so .real is itself and .imag zero.
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        return np.zeros(self.var.shape) if isinstance(self, ArrayTracer) else 0.0
+
+    def conjugate(self):
+        return self
+
+    conj = conjugate
+
     def __format__(self, spec):
         return f"<traced {format(self.val, spec)}>"
 
@@ -338,6 +371,9 @@ class Guard:
     """An equation that asserts a traced bool has the value it had when traced."""
     name = 'guard'
 
+    def __reduce__(self):            # the one GUARD, also in another process or a copy
+        return 'GUARD'
+
     def __repr__(self):
         return '<guard>'
 
@@ -395,7 +431,7 @@ _STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, 
 
 def record_numpy_call(func, args, kwargs):
     """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is."""
-    from .staging.program import NumpyCall
+    from .staging.program import numpy_call
     from .structures import flatten
     leaves, tree = flatten((tuple(args), dict(kwargs)))
     vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
@@ -403,9 +439,7 @@ def record_numpy_call(func, args, kwargs):
     if func in _STATIC_FUNCTIONS:
         return func(*a, **k)
     trace, leaves = resolve(leaves)
-    op = _NUMPY_CALLS.get(func)
-    if op is None:
-        op = _NUMPY_CALLS[func] = NumpyCall(func)
+    op = numpy_call(func)
     out = func(*a, **k)
     out_leaves, out_tree = flatten(out)
     if out_tree.children is None:

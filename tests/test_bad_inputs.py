@@ -536,3 +536,92 @@ def test_scalar_erf_of_an_array_is_scipys(fn):
     g = nd.gradient_r(lambda x: anp.sum(getattr(nd, fn)(x)))(x)
     sign = 1.0 if fn == 'erf' else -1.0
     assert np.allclose(g, sign * 2.0 / np.sqrt(np.pi) * np.exp(-x * x), rtol=1e-14, atol=0)
+
+
+# ---------------------------------------------------------------- pickling
+
+def _staged_lambda():
+    return nd.stage(lambda x: x * x)
+
+
+def _staged_local():
+    def local_square(x):
+        return x * x
+    return nd.stage(nd.gradient_r(local_square))
+
+
+@pytest.mark.parametrize('make, named', [
+    (_staged_lambda, r"staged function of [\w.]*test_bad_inputs._staged_lambda.<locals>.<lambda>: "
+                     r".*not found by its name \(a lambda, or a function defined inside another\)"),
+    (lambda: nd.stage(nd.hessian(lambda x: x ** 3)), r"of [\w.]*test_bad_inputs.<lambda>"),
+    (_staged_local, r"of [\w.]*test_bad_inputs._staged_local.<locals>.local_square"),
+    (lambda: nd.derivative(nd.gradient_r(lambda x: x ** 3)),
+     r"derivative operator's result of [\w.]*test_bad_inputs.<lambda>"),
+])
+def test_pickling_a_staged_function_of_a_lambda(make, named):
+    # pickle's own message spoke of an attribute lookup; a staged function and an
+    # operator's result are pickled as the user's function, which must be importable
+    import pickle
+    from nestad.pickling import UnpicklableFunction
+    f = make()
+    with pytest.raises(UnpicklableFunction, match=named + r".*Define the function with `def` at "
+                       r"the top level of a module") as e:
+        pickle.dumps(f)
+    assert isinstance(e.value, pickle.PicklingError)       # what pickle's callers expect
+    f(2.0)                                                 # and the function still works
+
+
+def test_pickling_a_program_with_a_primitive_defined_in_a_function():
+    import pickle
+
+    @nd.primitive
+    def local_cube(x):
+        return x ** 3
+    local_cube.defpartials(lambda x, out: 3.0 * x * x)
+    program = nd.trace(lambda x: local_cube(x) * 2.0, 1.5)
+    with pytest.raises(pickle.PicklingError, match=r"primitive '[\w.<>]*local_cube': it is "
+                       r"defined inside a function.*Define it with nestad.primitive at the top "
+                       r"level of a module"):
+        pickle.dumps(program)
+
+
+def test_unpickling_a_program_whose_primitive_is_not_defined_here():
+    from nestad import registry
+    with pytest.raises(nd.NestadError, match=r"primitive 'nowhere.cube', which importing nestad "
+                       r"does not define: define it at the top level of a module .* import that "
+                       r"module before unpickling"):
+        registry.named('nowhere.cube', 'nestad')
+
+
+def test_unpickling_a_structure_this_process_does_not_know():
+    from nestad.structures import _treedef
+
+    class Unregistered:
+        pass
+    with pytest.raises(InvalidInputError, match=r"contain a Unregistered, which this process "
+                       r"does not know as a structure: call nestad.register_structure"):
+        _treedef(Unregistered, None, [])
+
+
+def _logged(f):
+    import functools
+
+    @functools.wraps(f)
+    def logged(*args):
+        return f(*args)
+    return logged
+
+
+@_logged
+def _cube(x):
+    return x ** 3
+
+
+def test_pickling_a_staged_function_wrapped_by_a_decorator():
+    # _logged(_cube) is a closure named after _cube, and that name finds another object
+    # (the module's _cube): pickle's message says "it's not the same object"
+    import pickle
+    from nestad.pickling import UnpicklableFunction
+    with pytest.raises(UnpicklableFunction, match=r"test_bad_inputs._cube: .* finds another object "
+                       r"\(a closure named after the function it wraps.*Define the function"):
+        pickle.dumps(nd.stage(nd.gradient_r(_logged(_cube))))

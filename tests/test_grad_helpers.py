@@ -125,3 +125,21 @@ def test_check_grads_catches_modes_that_disagree_beyond_rounding():
 def test_check_grads_refuses_an_unknown_mode():
     with pytest.raises(ValueError, match=r"modes must be among \('fwd', 'rev'\), not \['forward'\]"):
         nd.check_grads(nd.sin, modes=["forward"])
+
+
+@pytest.mark.parametrize('op', [nd.gradient_r, nd.value_and_gradient_r, nd.gradient_f,
+                                nd.jacobian_f, nd.jacobian_r])
+def test_has_aux_operators_pickle(op):
+    import pickle
+    made = op(_f, has_aux=True)
+    again = pickle.loads(pickle.dumps(made))
+    k = 1 if op is nd.value_and_gradient_r else 0          # where the derivative is
+    a, b = made(X), again(X)
+    assert np.array_equal(a[k], b[k]) and a[1 - k] is not None
+    assert made.__name__ == '_f'
+
+
+def test_elementwise_grad_pickles():
+    import pickle
+    assert np.array_equal(pickle.loads(pickle.dumps(nd.elementwise_grad(anp.tanh)))(X),
+                          nd.elementwise_grad(anp.tanh)(X))

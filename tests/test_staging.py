@@ -529,3 +529,25 @@ def test_staged_function_independent_of_its_argument_inside_batched_forward_mode
     assert nd.stage(nd.gradient_f(lambda v1: nd.sin(v1) * level1(v1)))(0.217) == 0.0
     with pytest.raises(StagingError, match="closes over a value being differentiated"):
         nd.gradient_r(g)(-0.077)
+
+
+def test_divmod_real_imag_conjugate_stage_as_they_run_eagerly():
+    # Traced values lacked what perturbed ones have: staging eager code that used them
+    # failed with a TypeError or an AttributeError.
+    cases = [(lambda x, y: divmod(x, y)[1] * x + divmod(x, y)[0], (5.5, 2.0), (-7.25, 1.5)),
+             (lambda x: divmod(7.0, x)[1] * x, (2.5,), (3.0,)),
+             (lambda x: x.real * x.conjugate() + x.imag, (1.5,), (-2.0,)),
+             (lambda v: anp.sum(v.real * v.conj() + v.imag), (np.array([1.0, 2.0]),),
+              (np.array([-3.0, 0.5]),))]
+    for f, a, b in cases:
+        for op in (lambda g: g, nd.gradient_r):
+            staged = nd.stage(op(f))
+            for args in (a, b, b):                   # trace, trace, compiled
+                assert np.array_equal(staged(*args), op(f)(*args))
+    assert nd.stage(nd.derivative(lambda x: divmod(7.0, x)[1] * x))(2.5) == 7.0 - 4 * 2.5
+
+
+@pytest.mark.parametrize('convert', [round, math.trunc, math.floor, math.ceil])
+def test_rounding_a_traced_value_is_refused(convert):
+    with pytest.raises(StagingError, match=r"of a traced value: .* Use nestad's functions"):
+        nd.stage(lambda x: convert(x) * x)(1.5)

@@ -53,3 +53,57 @@ def test_numba_falls_back_to_python_with_a_warning():
     g(x)
     with pytest.warns(UserWarning, match="numba could not compile"):
         assert g(x) == 10.0
+
+
+def _no_fallback(f, args_list):
+    """f staged with numba (no fallback warning) and with Python: the same numbers."""
+    fast, ref = nd.stage(f, backend="numba"), nd.stage(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for args in args_list * 2:                # second round: compiled code
+            a, b = fast(*args), ref(*args)
+            assert a == b or (a != a and b != b), (args, a, b)
+            assert a != a or math.copysign(1, a) == math.copysign(1, b), (args, a, b)
+
+
+def test_numba_compiles_powers_with_python_numbers():
+    # pow has no numba spelling of its own: it used to fall back to Python for any x ** 3
+    rng = np.random.default_rng(4)
+    xs = [(float(x),) for x in rng.uniform(-3, 3, 20)] + [(0.0,), (-0.0,), (1e300,), (-math.inf,)]
+    for f in (lambda x: x ** 3, lambda x: x ** 2, lambda x: x ** -1, lambda x: x ** 2.5,
+              lambda x: 2.0 ** x, lambda x: nd.pow(x, 0.5)):
+        _no_fallback(f, xs)
+    pairs = [(float(x), float(y)) for x, y in rng.uniform(-3, 3, (20, 2))] + \
+        [(0.0, -1.0), (-0.0, -3.0), (-8.0, 1 / 3), (2.0, 2000.0), (-2.0, 3.0), (math.nan, 0.0)]
+    _no_fallback(lambda x, y: x ** y, pairs)
+    # and their derivatives, in both modes and nested
+    for g in (nd.derivative(nd.derivative(lambda x: x ** 3.5)),
+              nd.gradient_r(nd.derivative(lambda x: x ** 2.5 + 3.0 ** x)),
+              lambda x: nd.gradient_r(lambda a: a ** x)(1.7)):
+        _no_fallback(g, [(1.3,), (0.4,)])
+
+
+def test_numba_gradient_of_a_power_of_two_variables():
+    g = nd.gradient_r(lambda x, y: x ** y * y ** 3, (0, 1))
+    fast, ref = nd.stage(g, backend="numba"), nd.stage(g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for args in [(1.3, 0.7), (2.5, -1.5)] * 2:
+            assert fast(*args) == ref(*args)
+    x, y = 1.3, 0.7
+    assert np.allclose(fast(x, y), (y * x ** (y - 1) * y ** 3,
+                                    math.log(x) * x ** y * y ** 3 + 3 * y ** 2 * x ** y))
+
+
+def test_numba_compiles_cbrt():
+    _no_fallback(lambda x: nd.cbrt(x) * x, [(0.3,), (-27.0,), (-0.0,), (1e-300,)])
+    _no_fallback(nd.derivative(nd.derivative(nd.cbrt)), [(0.3,), (-2.0,)])
+
+
+def test_numba_integer_powers_run_as_python():
+    # Python's int ** int is exact; numba's wraps at 64 bits: no numba spelling, so the
+    # program runs as Python (with the warning), with Python's numbers
+    f = nd.stage(lambda x: nd.where(x > 0, 2, 3) ** 3 * x, backend="numba")
+    assert f(1.0) == 8.0
+    with pytest.warns(UserWarning, match="numba could not compile"):
+        assert f(-1.0) == -27.0

@@ -59,6 +59,9 @@ class ScatterSum:
             elif fix is not None:
                 em.lines.append(f"{pad}{out}[{subscript(fix, em)}] += 0.0")
 
+    def __reduce__(self):
+        return 'SCATTER_SUM'
+
     def __repr__(self):
         return '<scatter_sum>'
 

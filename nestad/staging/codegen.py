@@ -121,7 +121,8 @@ class _Emitter:
             self.lines.append(f"{pad}{self.target(eqn)} = {expr}")
 
     def release(self, eqn, k, last):
-        for a in set(a for a in eqn.args if isinstance(a, Var)):
+        # (in argument order, not a set's: a program's source is the same in every process)
+        for a in dict.fromkeys(a for a in eqn.args if isinstance(a, Var)):
             if last.get(id(a)) == k:
                 self.free.append(self.names[id(a)])
 

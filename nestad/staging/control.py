@@ -380,6 +380,9 @@ class WhileLoop:
         from .codegen import emit_while
         emit_while(em, eqn, indent)
 
+    def __reduce__(self):            # the one WHILE, also in another process or a copy
+        return 'WHILE'
+
     def __repr__(self):
         return '<while_loop>'
 

@@ -33,6 +33,64 @@ def _narrow_float(program):
     return False
 
 
+_TAUGHT = None
+
+
+def _teach(numba):
+    """numba implementations of what staged scalar code calls and numba cannot compile
+    as it is (registered once): the functions they implement, which stay as they are
+    in the generated code.
+
+    * ``pow``'s plain implementation (``_pow_plain``: numpy's IEEE answers where Python
+      raises or makes a complex number).  numba's ``float ** float`` is C's ``pow``,
+      which gives those answers (but where numpy's exponent 0.5 is a square root), and
+      Python's ``x ** y`` of floats is that same ``pow`` elsewhere; an int exponent is
+      made a float first, since numba computes ``x ** 3`` by multiplications (rounded
+      differently).  Both ints: no implementation, so the program runs as Python
+      (Python's ints are exact).
+    * ``math.cbrt`` (Python 3.11), which numba lacks: numpy's ``cbrt``, the same C
+      ``cbrt``."""
+    global _TAUGHT
+    if _TAUGHT is None:
+        import math
+
+        import numpy as np
+        from numba.core import types
+        from numba.extending import overload
+
+        from ..primitives import _pow_plain
+
+        def pow_ieee(x, y):
+            x, y = float(x), float(y)
+            if y == 0.5 and x <= 0.0:     # numpy's power is sqrt: -0.0 at -0.0, nan at -inf
+                return np.sqrt(x)
+            return x ** y
+
+        @overload(_pow_plain)
+        def _pow(x, y):
+            if isinstance(x, types.Float) or isinstance(y, types.Float):
+                return pow_ieee
+        _TAUGHT = {_pow_plain}
+        if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
+            @overload(math.cbrt)
+            def _cbrt(x):
+                if isinstance(x, (types.Float, types.Integer)):
+                    return lambda x: np.cbrt(float(x))
+    return _TAUGHT
+
+
+def _knows(numba, fn):
+    """Whether numba has a type for ``fn`` (asked of its typing context, without compiling)."""
+    from numba.core.registry import cpu_target
+    ctx = cpu_target.typing_context
+    ctx.refresh()
+    try:
+        ctx.resolve_value_type(fn)
+    except (ValueError, numba.core.errors.TypingError):
+        return False
+    return True
+
+
 def compile_numba(fn, source, program):
     try:
         import numba
@@ -45,9 +103,10 @@ def compile_numba(fn, source, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     glb = fn.__globals__
+    taught = _teach(numba)
     try:
         for name, value in list(glb.items()):
-            if name.startswith('_p_') and callable(value):
+            if name.startswith('_p_') and callable(value) and value not in taught:
                 glb[name] = numba.njit(cache=False)(value)
         jitted = numba.njit(cache=False)(fn)
         jitted(*program.example)        # compile now, at the example the program was traced at

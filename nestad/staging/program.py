@@ -38,8 +38,20 @@ class NumpyCall:
 
     lifted = plain        # on perturbed values, numpy's dispatch reaches nestad.numpy
 
+    def __reduce__(self):     # numpy's function by reference, one NumpyCall per function
+        return numpy_call, (self.func,)
+
     def __repr__(self):
         return f"<numpy call {self.name}>"
+
+
+def numpy_call(func):
+    """The op of recorded calls of numpy function ``func`` (one per function)."""
+    from ..tracer import _NUMPY_CALLS
+    op = _NUMPY_CALLS.get(func)
+    if op is None:
+        op = _NUMPY_CALLS[func] = NumpyCall(func)
+    return op
 
 
 def _numpy_name(func):
@@ -62,6 +74,15 @@ class Program:
         self.inputs, self.eqns, self.outputs = inputs, eqns, outputs
         self.in_tree, self.out_tree = in_tree, out_tree
         self.static, self.names, self.example = static, names, example
+        self._compiled = {}
+
+    # Pickled and copied without its compiled code (made again when first needed): the
+    # equations, with primitives by registered name and constants by value.
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != '_compiled'}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
         self._compiled = {}
 
     # ------------------------------------------------------------ running it
@@ -193,7 +214,18 @@ class Program:
         return "\n".join(lines)
 
 
-_TRACED = object()     # marks a traced input leaf in Program.static
+class _Traced:
+    """The mark of a traced input leaf in Program.static (one object, also in copies and
+    in other processes: the mark is compared by identity)."""
+
+    def __reduce__(self):
+        return '_TRACED'
+
+    def __repr__(self):
+        return '<traced>'
+
+
+_TRACED = _Traced()
 
 
 def _same_static(a, b):

@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..pickling import check_picklable
 from ..structures import flatten
 from ..tracer import StagingError, is_tracer
 from ..values import Perturbed
@@ -151,12 +152,28 @@ class Staged:
         leaves, tree = flatten((args, kwargs))
         return Compiled(trace_leaves(self.f, leaves, tree, mask), self.backend)
 
+    def __reduce__(self):
+        """Pickled as the function it stages and its options: the copy traces and compiles
+        again when first called (compiled code does not pickle; a Program does)."""
+        check_picklable(self.f, "staged function")
+        return _unpickle, (self.f, self.backend, self.max_traces, self.static_argnums)
+
+    def __copy__(self):              # a function is copied as itself; a copy of a staged
+        return _unpickle(self.f, self.backend, self.max_traces, self.static_argnums)
+
+    def __deepcopy__(self, memo):    # one stages it anew (its own cache)
+        return self.__copy__()
+
     def programs(self):
         """Every program traced so far (most recently used first under each key)."""
         return [c.program for entries in self.cache.values() for c in entries]
 
     def __repr__(self):
         return f"<staged {getattr(self.f, '__name__', self.f)!r} ({self.backend})>"
+
+
+def _unpickle(f, backend, max_traces, static_argnums):
+    return stage(f, backend=backend, static_argnums=static_argnums, max_traces=max_traces)
 
 
 _PLAIN = object()       # marks the keys of _plain_key apart from flattened ones
