@@ -10,13 +10,13 @@ finite differences as autograd's does, to the order asked, and forward against r
 mode to rounding.  Then pytest runs them, and the script prints the pass rate and every
 failure's first line.  notes/autograd-tests.md lists the failures and their reasons.
 
-Scope, as in issue 9 ("the real-valued, non-scipy part"): the complex-number tests
+Scope: the real-valued part (issue 9), scipy's tests included (issue 17): the complex-number tests
 (``test_complex.py``, ``test_fft.py``, tests named ``*complex*`` or ``*holomorphic*``,
 the complex cases of the helpers in ``numpy_utils.py``, switched off by their
 ``test_complex`` flags, and complex arguments of ``check_grads`` and ``combo_check``,
 which check only the real ones; a test that reaches a complex check before any real one
-is reported as skipped, not passed), ``test_scipy.py``,
-and the timing files (``test_performance.py``, ``_test_complexity.py``) are left out.
+is reported as skipped, not passed) and the timing files (``test_performance.py``,
+``_test_complexity.py``) are left out.
 Tests of autograd's internals (its boxes, vector spaces, ``primitive_vjps`` table)
 stay in and fail where nestad has no counterpart; they are listed in notes.
 
@@ -37,8 +37,8 @@ import subprocess
 import sys
 import tempfile
 
-EXCLUDED = {'test_complex.py', 'test_fft.py', 'test_scipy.py', 'test_performance.py',
-            '_test_complexity.py', 'profiling.py'}
+EXCLUDED = {'test_complex.py', 'test_fft.py', 'test_performance.py', '_test_complexity.py',
+            'profiling.py'}
 
 SHIM = {}
 
@@ -78,29 +78,11 @@ def value_and_grad(fun, x):
 
 
 def grad_and_aux(fun, argnum=0):
-    def ga(*args, **kwargs):
-        aux = []
-
-        def value(x):
-            v, a = _fixed(lambda *q: fun(*q, **kwargs), argnum, args)(x)
-            aux.append(a)
-            return v
-        g = _nd.gradient_r(value)(args[argnum])
-        return g, _nd.stop_gradient(aux[0])
-    return ga
+    return _nd.gradient_r(fun, argnum, has_aux=True)
 
 
 def elementwise_grad(fun, argnum=0):
-    def eg(*args, **kwargs):
-        f = _fixed(lambda *a: fun(*a, **kwargs), argnum, args)
-        value, pullback = _nd.vjp(f, args[argnum])
-        return pullback(_ones_like(value))[0]
-    return eg
-
-
-def _ones_like(v):
-    s = _onp.shape(_primal(v))
-    return _onp.ones(s) if s else 1.0
+    return _nd.elementwise_grad(fun, argnum)
 
 
 def deriv(fun, argnum=0):
@@ -259,7 +241,22 @@ from nestad.values import Perturbed as ArrayBox  # noqa: F401
 '''
 
 SHIM['autograd/numpy/random.py'] = r'''
-from numpy.random import *  # noqa: F401,F403
+from nestad.numpy.random import *  # noqa: F401,F403
+'''
+
+SHIM['autograd/scipy/__init__.py'] = r'''
+"""autograd.scipy is nestad.scipy: its modules (and scipy.stats' distributions) under
+autograd's names."""
+import sys as _sys
+import types as _types
+
+from nestad.scipy import integrate, linalg, signal, special, stats  # noqa: F401
+
+for _name in ('integrate', 'linalg', 'signal', 'special', 'stats'):
+    _sys.modules[f"{__name__}.{_name}"] = globals()[_name]
+for _name, _dist in vars(stats).items():
+    if isinstance(_dist, _types.ModuleType) and _dist.__name__.startswith('nestad.scipy.stats.'):
+        _sys.modules[f"{__name__}.stats.{_name}"] = _dist
 '''
 
 SHIM['autograd/numpy/linalg.py'] = r'''
@@ -369,26 +366,7 @@ from .tracers import const_graph  # noqa: F401
 '''
 
 SHIM['autograd/misc/flatten.py'] = r'''
-import numpy as _onp
-import nestad.numpy as _anp
-from nestad.structures import flatten as _tree_flatten
-
-
-def flatten(value):
-    """(a flat vector of every number in value, a function rebuilding value from one)."""
-    leaves, tree = _tree_flatten(value)
-    shapes = [_onp.shape(_anp.primal_value(x)) for x in leaves]
-    flat = _anp.concatenate([_anp.ravel(_anp.array(x)) for x in leaves]) if leaves else _onp.zeros(0)
-
-    def unflatten(vector):
-        out, start = [], 0
-        for s in shapes:
-            n = int(_onp.prod(s))
-            piece = _anp.reshape(vector[start:start + n], s)
-            out.append(piece if s else piece[()] if isinstance(piece, _onp.ndarray) else piece)
-            start += n
-        return tree.build(out)
-    return flat, unflatten
+from nestad import flatten  # noqa: F401
 '''
 
 SHIM['autograd/misc/tracers.py'] = r'''
@@ -406,6 +384,7 @@ def const_graph(fun, *args, **kwargs):
 '''
 
 SHIM['autograd/misc/optimizers.py'] = r'''
+from nestad.optim import adam, flatten, rmsprop, sgd  # noqa: F401
 '''
 
 SHIM['autograd/test_util.py'] = r'''
@@ -633,7 +612,7 @@ def main():
                 per_file.setdefault(m.group(2), [0, 0])[m.group(1) == "FAILED"] += 1
         summary = [line for line in out.splitlines() if re.search(r"\d+ (passed|failed)", line)]
         failures = [line for line in out.splitlines() if line.startswith("FAILED")]
-        print("autograd's tests on nestad (real-valued, non-scipy)")
+        print("autograd's tests on nestad (real-valued, scipy's included)")
         for line in failures:
             print(" ", line.replace(str(root) + "/", "")[:200])
         if args.v:

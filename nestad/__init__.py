@@ -6,7 +6,7 @@ ordered by creation).  See README.md and notes/design.md.
 """
 from .errors import (EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
                      NonScalarOutputError, PerturbedConversionError, UnhashableValueError)
-from .operators import (derivative, directional_derivative, gradient_f, gradient_r, grad,
+from .operators import (derivative, directional_derivative, elementwise_grad, gradient_f, gradient_r, grad,
                         hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
                         value_and_grad, value_and_gradient_r, vjp)
 from . import registry
@@ -20,6 +20,12 @@ from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # 
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
+from . import modules as _modules  # noqa: E402
+from . import optim  # noqa: E402,F401
+from .optim import flatten  # noqa: E402
+from .checking import check_grads  # noqa: E402
+
+_modules.install()      # a missing nestad.x module names the nearest one that exists
 
 # The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
 # defined for this namespace, from the registry (nestad/primitives.py defines them).
@@ -31,11 +37,11 @@ __version__ = "0.1.0"
 __all__ = [
     'derivative', 'directional_derivative', 'jvp', 'gradient_f', 'gradient_r', 'grad',
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
-    'jacrev', 'hessian', 'hvp',
+    'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
-    'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
+    'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError', 'MissingRuleError',
 ] + sorted(FUNCTIONS)

@@ -24,8 +24,31 @@ def catalog():
              + ", ".join(f"`{n}`" for n in sorted(arrays)) + ".",
              "",
              f"`nestad.numpy.linalg` ({len(linalg)}): " + ", ".join(f"`{n}`" for n in sorted(linalg)) + ".",
-             "<!-- functions: end -->"]
+             ] + _scipy_lines() + ["<!-- functions: end -->"]
     return "\n".join(lines)
+
+
+def _scipy_lines():
+    """nestad.scipy's modules and their public functions (when scipy is installed)."""
+    try:
+        import nestad.scipy as nsp
+    except ImportError:                 # pragma: no cover - without scipy
+        return []
+    import importlib
+    from nestad.scipy import integrate, linalg, signal, special, stats
+    lines = []
+    for module in (special, stats, linalg, signal, integrate):
+        theirs = importlib.import_module(module.__name__[len('nestad.'):])    # scipy's
+        names = sorted(n for n in dir(module) if not n.startswith('_') and hasattr(theirs, n)
+                       and callable(getattr(module, n, None)))
+        if module is stats:             # distributions: their functions
+            names = sorted(f"{n}.{f}" for n in stats.__all__ if n != 'polygamma'
+                           for f in vars(getattr(stats, n)) if not f.startswith('_') and f != 'rvs')
+        if names:
+            lines += ["", f"`{module.__name__}` ({len(names)}): "
+                      + ", ".join(f"`{n}`" for n in names) + "."]
+    del nsp
+    return lines
 
 
 def write_readme(path):

@@ -278,12 +278,14 @@ def _jvp(f, primals, tangents, kwargs, op):
     return _push(f, p_leaves, p_def, t_leaves, op, kwargs)
 
 
-def _push(f, leaves, treedef, tangents, op, kwargs):
+def _push(f, leaves, treedef, tangents, op, kwargs, aux=None):
     """One forward pass: leaves perturbed by ``tangents``; (primal out, tangent out)."""
     tag = perturbation.fresh()
     try:
         args = treedef.build([make_bundle(tag, p, t) for p, t in zip(leaves, tangents)])
         out = f(*args, **kwargs)
+        if aux is not None:
+            aux.read(tag)
         return primal_of(tag, out, op), tangent_of(tag, out, op)
     finally:
         perturbation.retire(tag)
@@ -327,17 +329,47 @@ def _columns(t, n, out_shape, out):
     return np.zeros((n,) + out_shape, _narrow_float(out) or np.float64)
 
 
-def gradient_f(f, argnums=0):
+def gradient_f(f, argnums=0, has_aux=False):
     """The gradient of a real-valued ``f`` by forward mode: the Jacobian of a scalar
-    function, whose blocks have the inputs' shapes (see jacobian_f for the passes)."""
-    return _jacobian_f(_operator(_scalar_valued, f), argnums, "gradient_f", gradient=True,
-                       named=f)
+    function, whose blocks have the inputs' shapes (see jacobian_f for the passes).
+    ``has_aux``: ``f`` returns ``(value, aux)``; the result is ``(gradient, aux)``."""
+    return _jacobian_f(f, argnums, "gradient_f", gradient=True, has_aux=has_aux)
 
 
-def _scalar_valued(f, /, *args, **kwargs):
-    out = f(*args, **kwargs)
-    _check_scalar(out, "gradient_f")
-    return _as_scalar(out)          # blocks of the inputs' shapes
+def _scalar_valued(f, op):
+    def checked(*args, **kwargs):
+        out = f(*args, **kwargs)
+        _check_scalar(out, op)
+        return _as_scalar(out)          # blocks of the inputs' shapes
+    return checked
+
+
+class _Aux:
+    """The auxiliary data of one call of an operator with ``has_aux``: ``f`` returns
+    ``(output, aux)``; the operator differentiates the output and returns aux read out
+    of its run (without this run's derivative, keeping enclosing runs'), as JAX does."""
+
+    def __init__(self, f, op):
+        self.f, self.op, self.value = f, op, None
+
+    def __call__(self, *args, **kwargs):
+        out, self.value = _pair(self.f(*args, **kwargs), self.op)
+        return out
+
+    def read(self, tag):
+        """aux without run ``tag``'s perturbation (called while the run is live)."""
+        leaves, tree = flatten(self.value, "aux", self.op)
+        self.value = tree.build([primal_of(tag, x, self.op) if isinstance(x, Perturbed) else x
+                                 for x in leaves])
+
+
+def _pair(out, op):
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise InvalidInputError(
+            f"{op}(f, has_aux=True): f must return a pair (output, aux), but it returned "
+            f"{_a(type(primal_value(out)).__name__)}{f' of {len(out)}' if isinstance(out, tuple) else ''}; return "
+            "a tuple of the value to differentiate and the auxiliary data, or drop has_aux=True")
+    return out
 
 
 def _unwrap0d(x):
@@ -403,7 +435,7 @@ def _as_scalar(out):
     return anp.reshape(out, ())
 
 
-def _value_and_gradient(f, spec, args, kwargs, op):
+def _value_and_gradient(f, spec, args, kwargs, op, aux=None):
     nums, many = _argnums(spec, len(args), op, kwargs)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     tag = perturbation.fresh()
@@ -411,6 +443,8 @@ def _value_and_gradient(f, spec, args, kwargs, op):
         with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*_replace(args, nums, treedef.build(cells)), **kwargs)
+            if aux is not None:
+                aux.read(tag)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
             sens = backpropagate((out,), (_unit(out),), tag)
@@ -422,28 +456,42 @@ def _value_and_gradient(f, spec, args, kwargs, op):
     return value, (result if many else result[0])
 
 
-def gradient_r(f, argnums=0):
+def gradient_r(f, argnums=0, has_aux=False):
     """The gradient of a real-valued ``f`` by reverse mode, with the structure of the
-    chosen argument (a tuple of them when ``argnums`` is a tuple)."""
-    return _gradient_r(f, argnums, "gradient_r")
+    chosen argument (a tuple of them when ``argnums`` is a tuple).  ``has_aux``: ``f``
+    returns ``(value, aux)``; the result is ``(gradient, aux)``."""
+    return _gradient_r(f, argnums, "gradient_r", has_aux)
 
 
-def _gradient_r(f, argnums, op):
-    return _operator(_gradient, f, _argnums_spec(argnums, op), op)
+def _gradient_r(f, argnums, op, has_aux=False):
+    return _operator(_gradient_aux if has_aux else _gradient, f, _argnums_spec(argnums, op), op)
 
 
 def _gradient(f, spec, op, /, *args, **kwargs):
     return _value_and_gradient(f, spec, args, kwargs, op)[1]
 
 
-def value_and_gradient_r(f, argnums=0):
-    """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run."""
+def _gradient_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)               # (one per call: calls may nest)
+    return _value_and_gradient(aux, spec, args, kwargs, op, aux)[1], aux.value
+
+
+def value_and_gradient_r(f, argnums=0, has_aux=False):
+    """``(f(*args), gradient_r(f, argnums)(*args))`` from a single run; with ``has_aux``
+    (``f`` returns ``(value, aux)``), ``((value, aux), gradient)`` as in JAX."""
     op = "value_and_gradient_r"
-    return _operator(_value_and_gradient_call, f, _argnums_spec(argnums, op), op)
+    return _operator(_value_and_gradient_aux if has_aux else _value_and_gradient_call, f,
+                     _argnums_spec(argnums, op), op)
 
 
 def _value_and_gradient_call(f, spec, op, /, *args, **kwargs):
     return _value_and_gradient(f, spec, args, kwargs, op)
+
+
+def _value_and_gradient_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)
+    value, g = _value_and_gradient(aux, spec, args, kwargs, op, aux)
+    return (value, aux.value), g
 
 
 def vjp(f, /, *primals, **kwargs):
@@ -473,7 +521,7 @@ def vjp(f, /, *primals, **kwargs):
     return value, pullback
 
 
-def _vjp(f, primals, kwargs, op, name="primals"):
+def _vjp(f, primals, kwargs, op, name="primals", aux=None):
     """Run ``f`` on tape cells of a fresh tag.  (value, primals' TreeDef, output's
     TreeDef, output leaf shapes, pull) where ``pull(cotangent_leaves)`` returns the
     primal leaves' cotangents, unchecked."""
@@ -483,6 +531,8 @@ def _vjp(f, primals, kwargs, op, name="primals"):
         with young_collections_only():
             cells = [make_cell(tag, x, ()) for x in leaves]
             out = f(*treedef.build(cells), **kwargs)
+            if aux is not None:
+                aux.read(tag)
         out_leaves, out_def = flatten(out, "output", op)
         for k, y in enumerate(out_leaves):
             if callable(y):
@@ -516,7 +566,7 @@ def _assemble(out_def, out_shapes, in_def, in_shapes, block, many):
     return out_def.build(rows)
 
 
-def _scalar_columns(g, leaves, treedef, op):
+def _scalar_columns(g, leaves, treedef, op, aux=None):
     """Jacobian columns of g at scalar inputs, one forward pass per input with a plain
     float tangent: for a few scalars this is several times cheaper than a batched pass
     with array tangents, and it keeps results plain floats.  (value, columns)."""
@@ -529,6 +579,8 @@ def _scalar_columns(g, leaves, treedef, op):
             seeded = list(leaves)
             seeded[j] = Bundle(tag, leaves[j], 1.0)
             out = g(*treedef.build(seeded))
+            if aux is not None:
+                aux.read(tag)
             if j == 0:
                 value = primal_of(tag, out, op)
             columns.append(flatten(tangent_of(tag, out, op))[0])
@@ -537,35 +589,46 @@ def _scalar_columns(g, leaves, treedef, op):
     return value, columns
 
 
-def jacobian_f(f, argnums=0):
+def jacobian_f(f, argnums=0, has_aux=False):
     """Jacobian by forward mode.  The result has the output's structure, each leaf the
     input's structure of blocks of shape ``out.shape + in.shape``.  When an input is an
     array, all input directions go through one batched pass; all-scalar inputs take one
-    scalar pass each."""
-    return _jacobian_f(f, argnums, "jacobian_f")
+    scalar pass each.  ``has_aux``: ``f`` returns ``(output, aux)``; the result is
+    ``(jacobian, aux)``."""
+    return _jacobian_f(f, argnums, "jacobian_f", has_aux=has_aux)
 
 
-def _jacobian_f(f, argnums, op, gradient=False, named=None):
-    """jacobian_f; for ``gradient`` (a scalar f) each block is the derivative of one
-    argument, so it takes that argument's narrow float dtype, as gradient_r's does.
-    The result is named as ``named`` (default ``f``)."""
-    jac = _operator(_jacobian_forward, f, _argnums_spec(argnums, op), op, gradient)
-    return jac if named is None else functools.update_wrapper(jac, named, updated=())
+def _jacobian_f(f, argnums, op, gradient=False, has_aux=False):
+    """jacobian_f; for ``gradient`` (a scalar f, checked) each block is the derivative of
+    one argument, so it takes that argument's narrow float dtype, as gradient_r's does."""
+    impl = _jacobian_forward_aux if has_aux else _jacobian_forward
+    return _operator(impl, f, _argnums_spec(argnums, op), op, gradient)
+
+
+def _jacobian_forward_aux(f, spec, op, gradient, /, *args, **kwargs):
+    aux = _Aux(f, op)               # (one per call: calls may nest)
+    return _forward_jacobian(aux, spec, op, gradient, args, kwargs, aux), aux.value
 
 
 def _jacobian_forward(f, spec, op, gradient, /, *args, **kwargs):
+    return _forward_jacobian(f, spec, op, gradient, args, kwargs, None)
+
+
+def _forward_jacobian(f, spec, op, gradient, args, kwargs, aux):
     nums, many = _argnums(spec, len(args), op, kwargs)
     leaves, treedef = _leaves_of(tuple(args[i] for i in nums), op, "argument")
     g = lambda *c: f(*_replace(args, nums, c), **kwargs)   # noqa: E731
+    if gradient:
+        g = _scalar_valued(g, op)
     cast = _in_dtype if gradient else (lambda b, x: b)
     if all(_shape_of(x) == () for x in leaves):
-        value, columns = _scalar_columns(g, leaves, treedef, op)
+        value, columns = _scalar_columns(g, leaves, treedef, op, aux)
         out_leaves, out_def = flatten(value)
         out_shapes = [_shape_of(y) for y in out_leaves]
         return _assemble(out_def, out_shapes, treedef, [()] * len(leaves),
                          lambda i, j: cast(_unwrap0d(columns[j][i]), leaves[j]), many)
     tangents, shapes, sizes, n = _basis(leaves)
-    value, t = _push(g, leaves, treedef, tangents, op, {})
+    value, t = _push(g, leaves, treedef, tangents, op, {}, aux)
     out_leaves, out_def = flatten(value)
     out_shapes = [_shape_of(y) for y in out_leaves]
     t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
@@ -579,17 +642,28 @@ def _jacobian_forward(f, spec, op, gradient, /, *args, **kwargs):
     return _assemble(out_def, out_shapes, treedef, shapes, block, many)
 
 
-def jacobian_r(f, argnums=0):
-    """Jacobian by reverse mode: one tape, one reverse pass per output entry."""
+def jacobian_r(f, argnums=0, has_aux=False):
+    """Jacobian by reverse mode: one tape, one reverse pass per output entry.
+    ``has_aux``: ``f`` returns ``(output, aux)``; the result is ``(jacobian, aux)``."""
     op = "jacobian_r"
-    return _operator(_jacobian_reverse, f, _argnums_spec(argnums, op), op)
+    return _operator(_jacobian_reverse_aux if has_aux else _jacobian_reverse, f,
+                     _argnums_spec(argnums, op), op)
+
+
+def _jacobian_reverse_aux(f, spec, op, /, *args, **kwargs):
+    aux = _Aux(f, op)
+    return _reverse_jacobian(aux, spec, op, args, kwargs, aux), aux.value
 
 
 def _jacobian_reverse(f, spec, op, /, *args, **kwargs):
+    return _reverse_jacobian(f, spec, op, args, kwargs, None)
+
+
+def _reverse_jacobian(f, spec, op, args, kwargs, aux):
     nums, many = _argnums(spec, len(args), op, kwargs)
     chosen = tuple(args[i] for i in nums)
     value, in_def, out_def, out_shapes, pull = _vjp(
-        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
+        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument", aux)
     out_sizes = [int(np.prod(s)) for s in out_shapes]
     in_leaves = flatten(chosen)[0]
     in_shapes = [_shape_of(x) for x in in_leaves]
@@ -615,6 +689,23 @@ def _jacobian_reverse(f, spec, op, /, *args, **kwargs):
         return _reshape(np.array(chunk, dtype=np.result_type(chunk[0], 0.0)),
                         out_shapes[i] + in_shapes[j])
     return _assemble(out_def, out_shapes, in_def, in_shapes, block, many)
+
+
+def elementwise_grad(f, argnums=0):
+    """autograd's ``elementwise_grad``: the vector-Jacobian product of ``f`` with ones of
+    its output's shape, so for an elementwise ``f`` the derivative of each output entry
+    in its own input entry (for other ``f``, the gradient of the sum of its output)."""
+    op = "elementwise_grad"
+    return _operator(_elementwise_grad, f, _argnums_spec(argnums, op), op)
+
+
+def _elementwise_grad(f, spec, op, /, *args, **kwargs):
+    nums, many = _argnums(spec, len(args), op, kwargs)
+    chosen = tuple(args[i] for i in nums)
+    value, in_def, out_def, out_shapes, pull = _vjp(
+        lambda *c: f(*_replace(args, nums, c), **kwargs), chosen, {}, op, "argument")
+    result = in_def.build(pull([np.ones(s) if s else 1.0 for s in out_shapes]))
+    return result if many else result[0]
 
 
 def hessian(f, argnums=0):

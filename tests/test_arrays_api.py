@@ -445,7 +445,7 @@ UNSUPPORTED = {   # call on a nestad value: (full public name, words of the alte
     'qr': (lambda x: np.linalg.qr(x)[0], 'numpy.linalg.qr', 'nestad.primal_value'),
     'tensorsolve': (lambda x: np.linalg.tensorsolve(x, x[0]), 'numpy.linalg.tensorsolve', 'nestad.numpy'),
     'fft': (lambda x: np.fft.fft(x).real, 'numpy.fft.fft', 'nestad.numpy'),
-    'unique': (np.unique, 'numpy.unique', 'nestad.numpy'),
+    'polyval': (lambda x: np.polyval(x[0], x[1]), 'numpy.polyval', 'nestad.numpy'),
     'scimath-sqrt': (np.emath.sqrt, 'numpy.lib.scimath.sqrt', 'nestad.numpy'),
     'lstsq': (lambda x: np.linalg.lstsq(x, x)[0], 'numpy.linalg.lstsq', 'nestad.numpy.linalg.pinv'),
     'add.accumulate': (np.add.accumulate, 'numpy.add.accumulate', 'nestad.numpy.cumsum'),

@@ -377,6 +377,10 @@ CASES.update({
                                                         for o in ('nuc', 2, -2)])),
     'at-set': at_case('set'), 'at-add': at_case('add'), 'at-multiply': at_case('multiply'),
 })
+CONVOLVE_SHAPES = lambda k, n: [((k,), (n,)), ((n,), (k,)), ((k * n,), (n,)), ((1,), (n,))]  # noqa: E731
+CASES.update({f'{name}-{mode}': two_operand_case(lambda a, v, f=getattr(anp, name), m=mode: f(a, v, m),
+                                                 CONVOLVE_SHAPES)
+              for name in ('convolve', 'correlate') for mode in ('full', 'same', 'valid')})
 
 
 # ---------------------------------------------------------------- every primitive has a case

@@ -105,8 +105,8 @@ def test_plain_array_times_perturbed_scalar_differentiates():
 def test_unsupported_numpy_function_is_named():
     with pytest.raises(TypeError, match="numpy.fft.fft|numpy.fft|fft"):
         nd.gradient_r(lambda x: np.sum(np.abs(np.fft.fft(x))))(np.ones(4))
-    with pytest.raises(TypeError, match="numpy.unique"):
-        nd.gradient_r(lambda x: np.sum(np.unique(x)))(np.ones(3))
+    with pytest.raises(TypeError, match="numpy.polyval"):
+        nd.gradient_r(lambda x: np.polyval(x, 0.5))(np.ones(3))
     with pytest.raises(TypeError, match=r"numpy\.i0"):
         nd.derivative(lambda x: np.i0(x))(1.0)
 

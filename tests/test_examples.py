@@ -29,3 +29,18 @@ def test_example_runs(script, tmp_path):
     assert proc.returncode == 0, (
         f"{script.name} exited with {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}"
         f"\n--- stderr\n{proc.stderr[-3000:]}")
+
+
+@pytest.mark.skipif(not os.environ.get("AUTOGRAD_CHECKOUT"),
+                    reason="autograd's examples are read from a checkout of github.com/HIPS/autograd "
+                           "named by AUTOGRAD_CHECKOUT (none is kept in this repository)")
+def test_autograds_examples_run_ported():
+    """neural_net.py, gaussian_process.py and rnn.py of autograd, unchanged but for their
+    import lines, print the numbers they print on autograd (benchmarks/autograd_examples.py)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "autograd_examples.py"),
+                           "--autograd", env["AUTOGRAD_CHECKOUT"], "--iters", "10"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ok  ") == 3, proc.stdout

@@ -12,6 +12,7 @@ import pytest
 import nestad as nd
 import nestad.numpy as anp
 import nestad.scipy  # noqa: F401  (its primitives are nestad's own: their rows are in test_scipy)
+from nestad.scipy import linalg as sla, signal
 from nestad import registry
 from nestad.extend import check_rules
 from test_scipy import COMPOSITES as _SCIPY_COMPOSITES, SCIPY_ROWS  # noqa: F401
@@ -109,6 +110,22 @@ ARRAY_ROWS = {
     'numpy.linalg.svdvals': (lambda a: anp.linalg.svd(a, compute_uv=False), (_mat(),)),
     'numpy.linalg.pinv': (anp.linalg.pinv, (R.uniform(-1.0, 1.0, size=(2, 3)),)),
 }
+_SPD = _mat() @ _mat().T
+ARRAY_ROWS.update({
+    'numpy.convolve': (lambda a, v: anp.convolve(a, v, 'same'), (_vec(n=5), _vec())),
+    'numpy.correlate': (lambda a, v: anp.correlate(a, v, 'full'), (_vec(), _vec(n=5))),
+    'scipy.signal.convolve': (lambda a, b: signal.convolve(a, b, 'valid'), (_mat(), R.uniform(size=(2, 2)))),
+    'scipy.linalg.expm': (sla.expm, (_mat() - 2.0 * np.eye(3),)),
+    'scipy.linalg.sqrtm': (sla.sqrtm, (_SPD,)),
+    'scipy.linalg.solve_sylvester': (sla.solve_sylvester, (_mat(), _mat(), _mat())),
+    'scipy.linalg.solve_triangular': (lambda a, b: sla.solve_triangular(a, b, trans=1, lower=True),
+                                      (_mat(), _vec())),
+    'scipy.linalg.cholesky': (lambda a: sla.cho_factor(a)[0], (_SPD,)),
+    'scipy.linalg.cho_solve': (lambda c, b: sla.cho_solve((c, True), b),
+                               (np.linalg.cholesky(_SPD), _vec())),
+    'scipy.linalg.solve_banded': (lambda ab, b: sla.solve_banded((1, 0), ab, b),
+                                  (np.array([[2.0, 3.0, 2.5], [0.5, -0.4, 0.0]]), _vec())),
+})
 if hasattr(np, 'vecdot'):
     ARRAY_ROWS['numpy.vecdot'] = (anp.vecdot, (_mat(), _vec()))
 

@@ -59,6 +59,16 @@ SCIPY_ROWS = {
     'scipy.stats.poisson.logpmf': (lambda mu: stats.poisson.logpmf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
     'scipy.stats.poisson.cdf': (lambda mu: stats.poisson.cdf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
     'scipy.stats.chi2.logpdf': (stats.chi2.logpdf, (POS, POS[::-1] + 1.0)),
+    'scipy.stats.chi2.cdf': (lambda x: stats.chi2.cdf(x, 3.0), (POS,)),
+    'scipy.special.jv': (lambda x: sp.jv(1.5, x), (POS,)),
+    'scipy.special.yv': (lambda x: sp.yv(0.5, x), (POS,)),
+    'scipy.special.yn': (lambda x: sp.yn(2, x), (POS,)),
+    'scipy.special.j0': (sp.j0, (POS,)),
+    'scipy.special.j1': (sp.j1, (POS,)),
+    'scipy.special.y0': (sp.y0, (POS,)),
+    'scipy.special.y1': (sp.y1, (POS,)),
+    'scipy.special.gammasgn': (sp.gammasgn, (X - 1.0,)),
+    'scipy.special.multigammaln': (lambda a: sp.multigammaln(a, 3), (POS + 1.0,)),
 }
 
 # Functions written with differentiable functions (no primitive of their own).
@@ -73,6 +83,10 @@ COMPOSITES = {
     'beta pdf': (lambda x: stats.beta.pdf(x, 2.0, 3.0), (X,)),
     'poisson pmf': (lambda mu: stats.poisson.pmf(np.array([1.0, 3.0, 4.0]), mu), (POS,)),
     'chi2 pdf': (lambda x: stats.chi2.pdf(x, 3.0), (POS,)),
+    'mvn entropy': (lambda c: stats.multivariate_normal.entropy(None, c @ c.T),
+                    (np.diag(POS) + 0.1,)),
+    'mvn logpdf singular': (lambda x, m: stats.multivariate_normal.logpdf(
+        x, m, np.outer(X, X) + np.outer(POS, POS), allow_singular=True), (X + POS, X - POS)),
 }
 
 

@@ -17,7 +17,7 @@ import math as _math
 import numpy as _np
 from numpy import (e, euler_gamma, float32, float64, inf, int32, int64, nan, ndarray,  # noqa: F401
                    newaxis, pi, arange, eye, identity, zeros, ones, full, empty,
-                   random, isnan, isfinite, isinf, allclose, isclose, array_equal, shape, ndim,
+                   isnan, isfinite, isinf, allclose, isclose, array_equal, shape, ndim,
                    size, result_type)
 
 from .. import primitives as _scalar
@@ -1292,9 +1292,12 @@ _UFUNC_PRIMITIVES.update({_np.add: add, _np.subtract: subtract, _np.multiply: mu
 
 from ._contract import *  # noqa: E402,F401,F403  (einsum, dot, tensordot, kron, cross, outer)
 from . import linalg  # noqa: E402  (after the primitives it uses)
+from . import random  # noqa: E402,F401  (numpy's own: nestad.numpy.random)
 from ._more import *  # noqa: E402,F401,F403  (numpy functions made of the ones above)
 from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index tricks, casts)
 from ._stats import *  # noqa: E402,F401,F403  (statistics, order statistics, cumprod)
+from ._convolve import *  # noqa: E402,F401,F403  (convolve, correlate)
+from ._grids import *  # noqa: E402,F401,F403  (meshgrid, interp, unique, real, imag, conj)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

@@ -195,6 +195,38 @@ i1e = _define('i1e', lambda x: _sp.i1e(x),
               lambda x, out: 0.5 * (i0e(x) + ive(2, x)) - anp.sign(x) * out)
 
 
+# ---------------------------------------------------------------- Bessel functions
+# J_v' = (J_{v-1} - J_{v+1}) / 2, and the same for Y_v; J_0' = -J_1, Y_0' = -Y_1.  The
+# integer order n of jn and yn carries no derivative.
+
+jv = _define('jv', lambda v, x: _sp.jv(v, x), _no_derivative('special.jv', 'v', _ORDER),
+             lambda v, x, out: 0.5 * (jv(v - 1, x) - jv(v + 1, x)))
+jn = jv                                     # (scipy's jn is jv)
+yv = _define('yv', lambda v, x: _sp.yv(v, x), _no_derivative('special.yv', 'v', _ORDER),
+             lambda v, x, out: 0.5 * (yv(v - 1, x) - yv(v + 1, x)))
+yn = _define('yn', lambda n, x: _sp.yn(n, x), _no_derivative('special.yn', 'n', _ORDER),
+             lambda n, x, out: 0.5 * (yn(n - 1, x) - yn(n + 1, x)))
+j0 = _define('j0', lambda x: _sp.j0(x), lambda x, out: -j1(x))
+j1 = _define('j1', lambda x: _sp.j1(x), lambda x, out: 0.5 * (j0(x) - jv(2, x)))
+y0 = _define('y0', lambda x: _sp.y0(x), lambda x, out: -y1(x))
+y1 = _define('y1', lambda x: _sp.y1(x), lambda x, out: 0.5 * (y0(x) - yn(2, x)))
+
+# ---------------------------------------------------------------- sign of Gamma, multivariate Gamma
+
+# piecewise constant (+-1, 0 at the poles): its derivative is zero
+gammasgn = _define('gammasgn', lambda x: _sp.gammasgn(x), lambda x, out: anp.zeros_like(out))
+# log Gamma_d(a) = d (d - 1) / 4 log pi + sum_j gammaln(a - j / 2), j = 0..d-1; d, the
+# dimension, is an integer parameter (a keyword of the primitive)
+_multigammaln = _define('multigammaln', lambda a, d=1: _sp.multigammaln(a, d),
+                        lambda a, out, d=1: sum(digamma(a - 0.5 * j) for j in range(d)))
+
+
+def multigammaln(a, d):
+    """scipy.special.multigammaln: the log of the multivariate gamma function of
+    dimension ``d`` (an integer, not differentiated)."""
+    return _multigammaln(a, d=int(d))
+
+
 # ---------------------------------------------------------------- logsumexp
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):

@@ -7,17 +7,18 @@ so higher derivatives work too.  Where a derivative would need a function scipy 
 ``a``), asking for it raises instead of giving a silent zero.
 """
 import math
+import sys
 import types
 
 import numpy as np
 import scipy.stats as _st
 
-from .. import numpy as anp
-from ..extend import primitive
-from ..primitives import recip
-from ..values import primal_value
-from .special import _at_edge, _no_derivative, _own, _ratio, digamma, erfcx, gammaln, polygamma
-from .special import beta as beta_fn
+from ... import numpy as anp
+from ...extend import primitive
+from ...primitives import recip
+from ...values import primal_value
+from ..special import _at_edge, _no_derivative, _own, _ratio, digamma, erfcx, gammaln, polygamma
+from ..special import beta as beta_fn
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
@@ -27,8 +28,14 @@ def _define(name, plain, *partials):
     return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(*partials))
 
 
-def _namespace(**functions):
-    return types.SimpleNamespace(**functions)
+def _distribution(name, **functions):
+    """A distribution as a module of its functions, so that ported code may import it
+    (``import nestad.scipy.stats.norm as norm``) as well as use it as an attribute."""
+    module = types.ModuleType(f"{__name__}.{name}", f"scipy.stats.{name}'s functions that differentiate")
+    module.__dict__.update(functions)
+    module.rvs = getattr(_st, name).rvs       # scipy's sampler: draws are constants
+    sys.modules[module.__name__] = module
+    return module
 
 
 # ---------------------------------------------------------------- normal
@@ -80,7 +87,8 @@ _norm_logsf = _define(
     lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) / scale,
     lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) * _z(x, loc, scale) / scale)
 
-norm = _namespace(
+norm = _distribution(
+    'norm',
     logpdf=lambda x, loc=0.0, scale=1.0: _norm_logpdf(x, loc, scale),
     pdf=lambda x, loc=0.0, scale=1.0: _norm_pdf(x, loc, scale),
     cdf=lambda x, loc=0.0, scale=1.0: _norm_cdf(x, loc, scale),
@@ -112,7 +120,8 @@ _t_cdf = _define(
     lambda x, df, loc, scale, out: -anp.exp(_t_logpdf(x, df, loc, scale)),
     lambda x, df, loc, scale, out: -anp.exp(_t_logpdf(x, df, loc, scale)) * _z(x, loc, scale))
 
-t = _namespace(
+t = _distribution(
+    't',
     logpdf=lambda x, df, loc=0.0, scale=1.0: _t_logpdf(x, df, loc, scale),
     pdf=lambda x, df, loc=0.0, scale=1.0: anp.exp(_t_logpdf(x, df, loc, scale)),
     cdf=lambda x, df, loc=0.0, scale=1.0: _t_cdf(x, df, loc, scale),
@@ -143,7 +152,8 @@ _gamma_cdf = _define(
     lambda x, a, loc, scale, out: -_gamma_pdf(x, a, loc, scale),
     lambda x, a, loc, scale, out: -_gamma_pdf(x, a, loc, scale) * _z(x, loc, scale))
 
-gamma = _namespace(
+gamma = _distribution(
+    'gamma',
     logpdf=lambda x, a, loc=0.0, scale=1.0: _gamma_logpdf(x, a, loc, scale),
     pdf=lambda x, a, loc=0.0, scale=1.0: anp.exp(_gamma_logpdf(x, a, loc, scale)),
     cdf=lambda x, a, loc=0.0, scale=1.0: _gamma_cdf(x, a, loc, scale))
@@ -169,8 +179,8 @@ _beta_cdf = _define(
     lambda x, a, b, out: _beta_pdf(x, a, b),
     _no_derivative('stats.beta.cdf', 'a', _SHAPE), _no_derivative('stats.beta.cdf', 'b', _SHAPE))
 
-beta = _namespace(logpdf=_beta_logpdf, pdf=lambda x, a, b: anp.exp(_beta_logpdf(x, a, b)),
-                  cdf=_beta_cdf)
+beta = _distribution('beta', logpdf=_beta_logpdf, cdf=_beta_cdf,
+                     pdf=lambda x, a, b: anp.exp(_beta_logpdf(x, a, b)))
 
 
 # ---------------------------------------------------------------- Poisson
@@ -184,8 +194,8 @@ _poisson_cdf = _define(
     _no_derivative('stats.poisson.cdf', 'k', "it is a count"),
     lambda k, mu, out: -anp.exp(_poisson_logpmf(np.floor(k), mu)))
 
-poisson = _namespace(logpmf=_poisson_logpmf, pmf=lambda k, mu: anp.exp(_poisson_logpmf(k, mu)),
-                     cdf=_poisson_cdf)
+poisson = _distribution('poisson', logpmf=_poisson_logpmf, cdf=_poisson_cdf,
+                        pmf=lambda k, mu: anp.exp(_poisson_logpmf(k, mu)))
 
 
 # ---------------------------------------------------------------- chi-squared
@@ -194,26 +204,74 @@ _chi2_logpdf = _define(
     'chi2.logpdf', lambda x, df: _st.chi2.logpdf(x, df),
     lambda x, df, out: _ratio(df / 2.0 - 1.0, x) - 0.5,
     lambda x, df, out: 0.5 * (anp.log(x / 2.0) - digamma(df / 2.0)))
-chi2 = _namespace(logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
+_chi2_cdf = _define(
+    'chi2.cdf', lambda x, df: _st.chi2.cdf(x, df),
+    lambda x, df, out: anp.exp(_chi2_logpdf(x, df)),
+    _no_derivative('stats.chi2.cdf', 'df', _SHAPE))
+chi2 = _distribution('chi2', logpdf=_chi2_logpdf, cdf=_chi2_cdf,
+                     pdf=lambda x, df: anp.exp(_chi2_logpdf(x, df)))
 
 
 # ---------------------------------------------------------------- multivariate normal and Dirichlet
 # Written with differentiable array functions (solve, slogdet, gammaln), so every rule
 # comes from theirs; values agree with scipy's to rounding.
 
-def _mvn_logpdf(x, mean, cov):
+def _mvn_logpdf(x, mean, cov, allow_singular):
     d = np.shape(primal_value(cov))[-1]
     r = x - mean
+    singular = _rank(cov, allow_singular)
+    if singular is not None:                # the pseudo-inverse and pseudo-determinant
+        keep, rank = singular
+        s, u = anp.linalg.eigh(cov)
+        u = u[:, keep] / anp.sqrt(s[keep])
+        return -0.5 * (rank * _LOG_2PI + anp.sum(anp.log(s[keep]))
+                       + anp.sum(anp.square(anp.matmul(r, u)), axis=-1))
     quad = anp.sum(r * anp.linalg.solve(cov, r[..., None])[..., 0] if anp.ndim(r) > 1
                    else r * anp.linalg.solve(cov, r), axis=-1)
     return -0.5 * (d * _LOG_2PI + anp.linalg.slogdet(cov)[1] + quad)
 
 
-multivariate_normal = _namespace(
-    logpdf=lambda x, mean=None, cov=1.0: _mvn_logpdf(
-        x, 0.0 if mean is None else mean, anp.array(cov) if np.ndim(primal_value(cov)) == 2
-        else anp.eye(np.shape(primal_value(x))[-1]) * cov),
-    pdf=lambda x, mean=None, cov=1.0: anp.exp(multivariate_normal.logpdf(x, mean, cov)))
+def _rank(cov, allow_singular):
+    """None for a positive definite ``cov``; for a singular one (allowed), the mask of
+    the eigenvalues kept and their number, by scipy's cut-off (1e6 float64 epsilons of the
+    largest).  A singular ``cov`` not allowed raises numpy's LinAlgError, as scipy does."""
+    s = np.linalg.eigvalsh(primal_value(cov))
+    eps = 1e6 * np.finfo(float).eps * np.max(np.abs(s))
+    if np.min(s) < -eps:
+        raise ValueError("multivariate_normal: the covariance matrix must be positive "
+                         "semidefinite")
+    if np.min(s) > eps:
+        return None
+    if not allow_singular:
+        raise np.linalg.LinAlgError(
+            "multivariate_normal: the covariance matrix is singular; pass allow_singular=True "
+            "for the degenerate distribution (as scipy.stats)")
+    return s > eps, int(np.sum(s > eps))
+
+
+def _mvn_cov(x, cov):
+    return (anp.array(cov) if np.ndim(primal_value(cov)) == 2
+            else anp.eye(np.shape(primal_value(x))[-1]) * cov)
+
+
+def _mvn_entropy(mean=None, cov=1.0, allow_singular=True):
+    """scipy's: 0.5 (rank (log 2 pi + 1) + log pdet cov); a singular cov is allowed."""
+    cov = _mvn_cov(np.zeros(1) if np.ndim(primal_value(cov)) < 2 else cov, cov)
+    singular = _rank(cov, allow_singular)
+    if singular is None:
+        d = np.shape(primal_value(cov))[-1]
+        return 0.5 * (d * (_LOG_2PI + 1.0) + anp.linalg.slogdet(cov)[1])
+    keep, rank = singular
+    return 0.5 * (rank * (_LOG_2PI + 1.0) + anp.sum(anp.log(anp.linalg.eigvalsh(cov)[keep])))
+
+
+multivariate_normal = _distribution(
+    'multivariate_normal',
+    logpdf=lambda x, mean=None, cov=1.0, allow_singular=False: _mvn_logpdf(
+        x, 0.0 if mean is None else mean, _mvn_cov(x, cov), allow_singular),
+    pdf=lambda x, mean=None, cov=1.0, allow_singular=False: anp.exp(
+        multivariate_normal.logpdf(x, mean, cov, allow_singular)),
+    entropy=_mvn_entropy)
 
 
 def _dirichlet_logpdf(x, alpha):
@@ -221,8 +279,8 @@ def _dirichlet_logpdf(x, alpha):
             - anp.sum(gammaln(alpha)))
 
 
-dirichlet = _namespace(logpdf=_dirichlet_logpdf,
-                       pdf=lambda x, alpha: anp.exp(_dirichlet_logpdf(x, alpha)))
+dirichlet = _distribution('dirichlet', logpdf=_dirichlet_logpdf,
+                          pdf=lambda x, alpha: anp.exp(_dirichlet_logpdf(x, alpha)))
 
 __all__ = ['norm', 't', 'gamma', 'beta', 'poisson', 'chi2', 'multivariate_normal', 'dirichlet',
            'polygamma']

@@ -1,0 +1,208 @@
+"""``nestad.scipy.linalg``: scipy.linalg's functions of real matrices that differentiate.
+
+Each is a primitive whose value is scipy's own.  ``expm``, ``sqrtm``, ``solve_sylvester``
+and ``solve_triangular`` have rules written with themselves (so they differentiate in
+turn): the Frechet derivative of expm as a block of the exponential of a block matrix;
+sqrtm's and solve_sylvester's by Sylvester equations; solve_triangular's by triangular
+solves.  ``solve_banded``, ``cho_factor`` and ``cho_solve`` take their rules from the
+same computation made of differentiable functions (the dense band matrix and
+``solve``; ``cholesky``; two triangular solves), by ``jvp`` and ``vjp`` of it.
+Those numpy.linalg has too are nestad.numpy.linalg's.
+"""
+import numpy as np
+import scipy.linalg as _la
+
+from .. import numpy as anp
+from ..errors import InvalidInputError
+from ..extend import _arity, primitive
+from ..numpy.linalg import det, inv, norm, pinv, solve  # noqa: F401
+from ..values import primal_value
+from .special import _own
+
+__all__ = ['expm', 'sqrtm', 'solve_sylvester', 'solve_triangular', 'solve_banded',
+           'cho_factor', 'cho_solve', 'det', 'inv', 'norm', 'pinv', 'solve']
+
+
+def _mT(a):
+    return anp.swapaxes(a, -1, -2)
+
+
+def _rules_of(name, plain, composite):
+    """A primitive with ``plain``'s value (scipy's) and the derivatives of ``composite``
+    (the same function made of differentiable ones), by jvp and vjp of it: its value
+    differs from scipy's in the last bits, its derivatives are the ones wanted."""
+    from ..operators import jvp, vjp
+    fn = primitive(plain, name=f"scipy.linalg.{name}")
+    n = _arity(plain)
+
+    def tangent(k):
+        def rule(t, *xs, out, **params):
+            def f(x):
+                return composite(*xs[:k], x, *xs[k + 1:], **params)
+            return jvp(f, (xs[k],), (t,))[1]
+        return rule
+
+    def cotangent(k):
+        def rule(g, *xs, out, **params):
+            def f(x):
+                return composite(*xs[:k], x, *xs[k + 1:], **params)
+            return vjp(f, xs[k])[1](g)[0]
+        return rule
+    fn.defjvp(*[tangent(k) for k in range(n)])
+    fn.defvjp(*[cotangent(k) for k in range(n)])
+    return _own(fn)
+
+
+# ---------------------------------------------------------------- expm
+
+def _frechet(a, e):
+    """The derivative of expm at a in direction e: the upper right block of
+    expm([[a, e], [0, a]]) (Higham, Functions of Matrices, 3.2)."""
+    n = np.shape(primal_value(a))[-1]
+    zero = np.zeros((n, n))
+    return expm(anp.concatenate([anp.concatenate([a, e], axis=1),
+                                 anp.concatenate([zero, a], axis=1)], axis=0))[:n, n:]
+
+
+expm = _own(primitive(lambda a: _la.expm(a), name="scipy.linalg.expm"))
+expm.defjvp(lambda t, a, out: _frechet(a, t))
+expm.defvjp(lambda g, a, out: _frechet(_mT(a), g))        # the adjoint of L(a, .) is L(a^T, .)
+
+
+# ---------------------------------------------------------------- Sylvester equations, sqrtm
+
+def _sylvester_plain(a, b, q):
+    return _la.solve_sylvester(a, b, q)
+
+
+# a x + x b = q: a dx + dx b = dq - da x - x db; the adjoint equation is a^T l + l b^T = g
+solve_sylvester = _own(primitive(_sylvester_plain, name="scipy.linalg.solve_sylvester"))
+solve_sylvester.defjvp(
+    lambda t, a, b, q, out: solve_sylvester(a, b, -anp.matmul(t, out)),
+    lambda t, a, b, q, out: solve_sylvester(a, b, -anp.matmul(out, t)),
+    lambda t, a, b, q, out: solve_sylvester(a, b, t))
+solve_sylvester.defvjp(
+    lambda g, a, b, q, out: -anp.matmul(solve_sylvester(_mT(a), _mT(b), g), _mT(out)),
+    lambda g, a, b, q, out: -anp.matmul(_mT(out), solve_sylvester(_mT(a), _mT(b), g)),
+    lambda g, a, b, q, out: solve_sylvester(_mT(a), _mT(b), g))
+
+
+def _sqrtm_plain(a):
+    x = _la.sqrtm(a)
+    if np.iscomplexobj(x):
+        raise InvalidInputError("nestad.scipy.linalg.sqrtm: this matrix has no real square root "
+                                "(scipy returns a complex one; nestad is real-valued): give a "
+                                "matrix without negative real eigenvalues, e.g. a symmetric "
+                                "positive definite one")
+    return x
+
+
+# x x = a: x dx + dx x = da; the adjoint equation is x^T l + l x^T = g
+sqrtm = _own(primitive(_sqrtm_plain, name="scipy.linalg.sqrtm"))
+sqrtm.defjvp(lambda t, a, out: solve_sylvester(out, out, t))
+sqrtm.defvjp(lambda g, a, out: solve_sylvester(_mT(out), _mT(out), g))
+
+
+# ---------------------------------------------------------------- triangular solves
+
+def _trans(trans):
+    t = {0: 0, 1: 1, 'N': 0, 'T': 1, 'C': 1}.get(trans)
+    if t is None:
+        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', not {trans!r}")
+    return t
+
+
+def _triangle(m, lower, unit_diagonal):
+    """The entries of ``m`` a triangular solve reads (the strict triangle for a unit one)."""
+    k = 1 if unit_diagonal else 0
+    return anp.tril(m, -k) if lower else anp.triu(m, k)
+
+
+def _outer(u, v):
+    return anp.outer(u, v) if anp.ndim(u) == 1 else anp.matmul(u, _mT(v))
+
+
+def _st_jvp_a(t, a, b, out, trans, lower, unit_diagonal):
+    dt = _triangle(t, lower, unit_diagonal)
+    return _solve_tri(a, -anp.matmul(_mT(dt) if trans else dt, out),
+                      trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+def _st_vjp_a(g, a, b, out, trans, lower, unit_diagonal):
+    gb = _solve_tri(a, g, trans=1 - trans, lower=lower, unit_diagonal=unit_diagonal)
+    gm = -_outer(gb, out)                         # the cotangent of op(a)
+    return _triangle(_mT(gm) if trans else gm, lower, unit_diagonal)
+
+
+_solve_tri = _own(primitive(
+    lambda a, b, trans=0, lower=False, unit_diagonal=False:
+    _la.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal),
+    name="scipy.linalg.solve_triangular"))
+_solve_tri.defjvp(_st_jvp_a, lambda t, a, b, out, **p: _solve_tri(a, t, **p))
+_solve_tri.defvjp(_st_vjp_a, lambda g, a, b, out, trans, **p: _solve_tri(a, g, trans=1 - trans, **p))
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """scipy.linalg.solve_triangular, differentiable in ``a`` (its triangle) and ``b``."""
+    return _solve_tri(a, b, trans=_trans(trans), lower=bool(lower),
+                      unit_diagonal=bool(unit_diagonal))
+
+
+# ---------------------------------------------------------------- Cholesky
+
+def _cholesky_composite(a, lower):
+    # scipy reads one triangle of a (the lower one for lower=True): the matrix it factors
+    t = anp.tril(a, -1) if lower else anp.triu(a, 1)
+    c = anp.linalg.cholesky(t + _mT(t) + anp.diag(anp.diagonal(a)))
+    return c if lower else _mT(c)
+
+
+_cholesky = _rules_of('cholesky', lambda a, lower=False: _la.cholesky(a, lower=lower),
+                      _cholesky_composite)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """scipy.linalg.cho_factor: ``(c, lower)``, c holding the Cholesky factor in one
+    triangle and, as scipy's, a's own entries in the other (which cho_solve ignores)."""
+    c = _cholesky(a, lower=bool(lower))
+    other = anp.triu(a, 1) if lower else anp.tril(a, -1)
+    return c + other, bool(lower)
+
+
+def _cho_solve_composite(c, b, lower):
+    if lower:
+        y = solve_triangular(c, b, lower=True)
+        return solve_triangular(c, y, trans=1, lower=True)
+    y = solve_triangular(c, b, trans=1, lower=False)
+    return solve_triangular(c, y, lower=False)
+
+
+_cho_solve = _rules_of('cho_solve', lambda c, b, lower=False: _la.cho_solve((c, lower), b),
+                       _cho_solve_composite)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """scipy.linalg.cho_solve((c, lower), b): a x = b from a's Cholesky factor."""
+    c, lower = c_and_lower
+    return _cho_solve(c, b, lower=bool(lower))
+
+
+# ---------------------------------------------------------------- banded systems
+
+def _banded_dense(ab, l, u):
+    """The n x n matrix whose diagonal k (-l <= k <= u) is row u - k of ab."""
+    n = np.shape(primal_value(ab))[-1]
+    return sum(anp.diag(ab[u - k, k:] if k >= 0 else ab[u - k, :n + k], k)
+               for k in range(-l, u + 1))
+
+
+_solve_banded = _rules_of(
+    'solve_banded', lambda ab, b, l=0, u=0: _la.solve_banded((l, u), ab, b),
+    lambda ab, b, l, u: anp.linalg.solve(_banded_dense(ab, l, u), b))
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """scipy.linalg.solve_banded((l, u), ab, b), differentiable in ab and b."""
+    l, u = (int(k) for k in l_and_u)
+    return _solve_banded(ab, b, l=l, u=u)
