@@ -102,15 +102,14 @@ def _check_round_trip(cls, flatten, obj, children, verified):
                                     f"{len(again)} children, not the {len(children)} it was given")
     position = {id(x): k for k, x in enumerate(back)}
     perturbed = [(j, position.get(id(x))) for j, x in enumerate(given) if isinstance(x, Perturbed)]
-    if not perturbed:
-        return                  # plain numbers may be shared or converted: check another call
-    verified.append(True)
     for j, k in perturbed:
         if k != j:
             fate = "is lost" if k is None else f"comes back at position {k}"
             raise _unflatten_error(cls, f"built a {cls.__name__} that flatten does not take "
                                         "apart into the children it was given: the number at "
                                         f"position {j} among the children's numbers {fate}")
+    if len(perturbed) == len(given):    # plain numbers may be shared or converted: only
+        verified.append(True)           # a call with every number perturbed checks all
 
 
 def _leaves(children):
