@@ -37,7 +37,7 @@ import numpy as np
 
 from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
-from .tracer import _TracerBase
+from .tracer import _TracerBase, one_output_error
 from .values import Perturbed, primal_value
 
 
@@ -48,12 +48,15 @@ def primitive(fn=None, *, name=None):
     if fn is None:
         return lambda f: primitive(f, name=name)
     name = name or f"{fn.__module__}.{fn.__qualname__}"
-    prim = ArrayPrimitive(name, _one_output(fn, name), namespace=None, user=True)
+    prim = ArrayPrimitive(name, fn, namespace=None, user=True)
     rules = _Rules(prim, fn)
     prim.jvps, prim.vjps = rules.jvp, rules.vjp
 
     def public(*args, **params):
-        return apply(prim, args, params)
+        out = apply(prim, args, params)
+        if out.__class__ in _COMMON or isinstance(out, _NUMBERS):
+            return out
+        raise one_output_error(name, out)      # (staged: checked when traced)
     public.__name__ = getattr(fn, '__name__', 'primitive')
     public.__qualname__ = getattr(fn, '__qualname__', public.__name__)
     public.__doc__ = fn.__doc__
@@ -67,24 +70,8 @@ def primitive(fn=None, *, name=None):
 
 
 _FLOATS = frozenset((float, np.float64))
+_COMMON = frozenset((float, np.ndarray, np.float64, int, bool, np.float32, np.int64, np.bool_))
 _NUMBERS = (Perturbed, np.ndarray, np.generic, _TracerBase, Real)
-
-
-def _one_output(fn, name):
-    """``fn`` refusing a result other than one number or array (the function of a
-    primitive: its rules, and the values nestad makes of its result, are for one output).
-    Checked on the call of ``fn`` itself, so that tracing and staged code check it too."""
-    def plain(*args, **params):
-        out = fn(*args, **params)
-        if out.__class__ is float or out.__class__ is np.ndarray or isinstance(out, _NUMBERS):
-            return out
-        raise InvalidInputError(
-            f"primitive {name}: its function returned {_describe(out)}; a primitive returns "
-            "one real number or array. For several outputs define one primitive per output "
-            "(or return them stacked in one array).")
-    plain.__name__ = plain.__qualname__ = getattr(fn, '__name__', 'primitive')
-    plain.__wrapped__ = fn
-    return plain
 
 
 # How each kind of rule is called, and what it returns (for messages).
