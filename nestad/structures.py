@@ -24,6 +24,8 @@ import inspect
 import sys
 
 from .errors import InvalidInputError
+from .tracer import _TracerBase
+from .values import Perturbed
 
 _registry = {}
 _kinds = {}     # class -> (flatten, unflatten), or None for a leaf class: a cache
@@ -62,6 +64,14 @@ def _checked_flatten(cls, flatten):
     def checked(obj):
         out = flatten(obj)
         if out.__class__ is tuple and len(out) == 2 and isinstance(out[0], (list, tuple)):
+            aux = out[1]
+            if aux is not None and aux.__class__ is not str and _holds_variable(aux):
+                raise InvalidInputError(
+                    f"register_structure({cls.__name__}): flatten(obj) put a value being "
+                    "differentiated or staged in aux, which is not differentiated: it would be "
+                    "returned as it is, carrying its perturbation (or a traced value) out of "
+                    "the call. Put every number that may depend on the inputs among the "
+                    "children, and only what does not (names, shapes, options) in aux.")
             return out
         raise InvalidInputError(
             f"register_structure({cls.__name__}): flatten(obj) must return a pair "
@@ -69,6 +79,17 @@ def _checked_flatten(cls, flatten):
             f"unflatten(aux, children) needs to rebuild the object; it returned "
             f"{type(out).__name__} {out!r:.60}")
     return checked
+
+
+def _holds_variable(aux):
+    """Does ``aux`` hold a perturbed or traced value (looking inside known containers)?"""
+    if isinstance(aux, (Perturbed, _TracerBase)):
+        return True
+    if _node_kind(aux) is None:
+        return False
+    leaves = []
+    _flatten(aux, leaves)
+    return any(isinstance(x, (Perturbed, _TracerBase)) for x in leaves)
 
 
 def _checked_unflatten(cls, flatten, unflatten):
@@ -90,7 +111,6 @@ def _checked_unflatten(cls, flatten, unflatten):
 
 
 def _check_round_trip(cls, flatten, obj, children, verified):
-    from .values import Perturbed
     try:
         again = flatten(obj)[0]
         given, back = _leaves(children), _leaves(again)

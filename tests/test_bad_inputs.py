@@ -814,3 +814,26 @@ def test_register_structure_unflatten_returning_the_wrong_type_for_an_output():
     with pytest.raises(InvalidInputError, match=r"unflatten\(aux, children\) returned a list, "
                                                 r"not a _NotRebuilt"):
         nd.derivative(lambda x: _NotRebuilt(x, x * x))(1.0)
+
+
+class _NumberInAux:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+# b in aux (not differentiated): a b computed from the input left the call perturbed
+nd.register_structure(_NumberInAux, lambda p: ([p.w], p.b), lambda b, ch: _NumberInAux(ch[0], b))
+
+
+@pytest.mark.parametrize('op', [
+    lambda f: nd.derivative(f)(2.0), lambda f: nd.jvp(f, (2.0,), (1.0,)),
+    lambda f: nd.jacobian_f(f)(2.0), lambda f: nd.vjp(f, 2.0), lambda f: nd.stage(f)(2.0),
+    lambda f: nd.gradient_r(lambda x: nd.gradient_r(lambda p: p.w * p.b)(f(x)).w)(2.0),
+], ids=['derivative', 'jvp', 'jacobian_f', 'vjp', 'stage', 'input of an inner gradient'])
+def test_register_structure_flatten_putting_a_variable_in_aux(op):
+    # derivative returned _NumberInAux(1.0, Bundle(1, 4.0, 4.0)), stage a Tracer
+    with pytest.raises(InvalidInputError, match=r"register_structure\(_NumberInAux\): flatten\(obj\) "
+                                                r"put a value being differentiated or staged in "
+                                                r"aux.*Put every number that may depend on the "
+                                                r"inputs among the children"):
+        op(lambda x: _NumberInAux(x, x * x))
