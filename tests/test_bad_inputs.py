@@ -837,3 +837,20 @@ def test_register_structure_flatten_putting_a_variable_in_aux(op):
                                                 r"aux.*Put every number that may depend on the "
                                                 r"inputs among the children"):
         op(lambda x: _NumberInAux(x, x * x))
+
+
+@pytest.mark.parametrize('op', [nd.derivative, nd.gradient_r, nd.gradient_f,
+                                lambda f: nd.derivative(nd.gradient_r(f))])
+@pytest.mark.parametrize('call', ['argument by keyword', 'parameter'])
+def test_user_primitive_given_a_value_being_differentiated_by_keyword(op, call):
+    # the message blamed a closure; keyword arguments are parameters, never differentiated
+    @nd.primitive
+    def scaled(x, scale=1.0):
+        return scale * x
+    scaled.defpartials(lambda x, out, scale=1.0: scale)
+    f = (lambda s: scaled(x=s)) if call == 'argument by keyword' else (lambda s: scaled(2.0, scale=s))
+    with pytest.raises(InvalidInputError, match=r"primitive \S*scaled was given a value being "
+                                                r"differentiated as the keyword argument "
+                                                r"(x|scale): keyword arguments of a primitive "
+                                                r"are parameters.*Pass it positionally"):
+        op(f)(3.0)
