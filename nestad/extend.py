@@ -29,6 +29,11 @@ every mode and pairing, batched (``jacobian_f``) and staged (``nd.stage`` record
 and calls ``f`` in the compiled code).  Keyword arguments are parameters, passed to
 ``f`` and the rules but not differentiated.  ``check_rules`` tests the rules against
 finite differences and against each other.
+
+Every call of a rule is checked (``_Rules``): its signature when given, and on each call
+its arguments (one per rule) and its result: one real number or array of the shape its use
+needs, carrying no perturbation its inputs do not.  A wrong one raises
+``InvalidInputError`` naming the primitive, the argument and the call the rule must take.
 """
 import inspect
 from numbers import Real
@@ -402,7 +407,9 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
       combination of modes), with each other and with a central difference of
       ``phi^(k-1)``.
 
-    Keyword arguments are passed to ``f`` as parameters."""
+    Keyword arguments are passed to ``f`` as parameters.  A rule that cannot take its call,
+    or returns a result of the wrong shape or type, raises ``InvalidInputError`` naming it
+    (the check every call of a rule makes) before anything is compared."""
     import nestad as nd
     from . import numpy as anp
     rng = np.random.default_rng(seed)
