@@ -102,6 +102,7 @@ class _Rules:
         self.prim, self.fn = prim, fn
         self.short = prim.name.rsplit('.', 1)[-1]
         self.names = _positional_names(fn)        # None if fn takes *args
+        self.arity = None if self.names is None else len(self.names)
         self.partials = self.jvps = self.vjps = None
         self.batched = False
         self.made = {}                  # i -> checked JVP rule, ~i -> VJP rule
@@ -110,16 +111,16 @@ class _Rules:
 
     def set(self, kind, rules, public, batched=False):
         define = f"{self.prim.name}.{_DEFINE[kind]}"
-        if self.names is not None and len(rules) != len(self.names):
+        if self.arity is not None and len(rules) != self.arity:
             raise InvalidInputError(f"{define}: {len(rules)} rules given for "
-                                    f"{len(self.names)} arguments ({', '.join(self.names)})")
+                                    f"{self.arity} arguments ({', '.join(self.names)})")
         if not all(callable(r) or r is None for r in rules):
             raise InvalidInputError(f"{self.prim.name}: each rule must be a function (or None "
                                     "for an argument that is never differentiated)")
         for i, rule in enumerate(rules):
-            if rule is not None and not _binds(rule, kind, self.names and (len(self.names),)):
+            if rule is not None and not _binds(rule, kind, self.arity):
                 raise InvalidInputError(
-                    f"{define}: the {_RULE[kind]} for argument {i}{self._name(i, ' ({})')}, "
+                    f"{define}: the {_RULE[kind]} for argument {i}{self._label(i)}, "
                     f"{_signature(rule)}, cannot be called as {self._call_form(kind, i)}. "
                     f"Give it the parameters {self._parameters(kind)}.")
         setattr(self, kind, tuple(rules))
@@ -182,8 +183,7 @@ class _Rules:
         rule (a parameter passed positionally would shift the arguments each rule sees),
         returning a real number or array of the output's shape (a JVP: with t's batch axes
         first) or the argument's (a VJP)."""
-        n = None if self.names is None else len(self.names)
-        batched = kind == 'jvps' and self.batched
+        n, batched = self.arity, kind == 'jvps' and self.batched
 
         def checked(lead, *xs, out, **params):
             if n is not None and len(xs) != n:
@@ -210,8 +210,7 @@ class _Rules:
     def _partial(self, i):
         """The partial for argument i, each call checked: a real number or array that
         broadcasts to the output's shape (a larger one would be summed into wrong numbers)."""
-        partial = self.partials[i]
-        n = None if self.names is None else len(self.names)
+        partial, n = self.partials[i], self.arity
 
         def checked(xs, out, params):
             if n is not None and len(xs) != n:
@@ -237,19 +236,15 @@ class _Rules:
     def _refuse_call(self, e, rule, kind, i, xs, params):
         """Raise for a TypeError ``e`` from calling ``rule`` if its signature cannot take
         the call (else ``e`` is the rule's own, raised inside it)."""
-        if not _binds(rule, kind, (len(xs),), params):
+        if not _binds(rule, kind, len(xs), params):
             given = f" and the keyword parameters {', '.join(params)}" if params else ""
             raise self._error(kind, i, f"{_signature(rule)} cannot take {len(xs) + 1} "
                                        f"positional arguments{given}") from e
 
     def _result(self, r, want, kind, i, lead, xs, out, params):
         """``r``, checked: a real number or array of shape ``want`` (a partial: one that
-        broadcasts to it) carrying no perturbation newer than its inputs'."""
-        if r.__class__ is np.ndarray:
-            if r.shape == want and r.dtype.kind == 'f':
-                return r
-        elif r.__class__ is float and (want == () or kind == 'partials'):
-            return r
+        broadcasts to it) carrying no perturbation newer than its inputs' (the common
+        cases are accepted by the callers before this)."""
         value = r
         if isinstance(r, Perturbed):
             inputs = (lead, out) + xs + tuple(params.values())
@@ -287,12 +282,14 @@ class _Rules:
     def _error(self, kind, i, what):
         return InvalidInputError(
             f"primitive {self.prim.name}: the {_RULE[kind]} for argument {i}"
-            f"{self._name(i, ' ({})')} {what}. Fix the rule given to "
+            f"{self._label(i)} {what}. Fix the rule given to "
             f"{self.short}.{_DEFINE[kind]}(...), called as {self._call_form(kind, i)}.")
 
-    def _name(self, i, form="{}"):
-        return form.format(self.names[i]) if self.names is not None and i < len(self.names) \
-            else ("" if form != "{}" else f"argument {i}")
+    def _name(self, i):
+        return self.names[i] if self.names is not None else f"argument {i}"
+
+    def _label(self, i):
+        return f" ({self.names[i]})" if self.names is not None else ""
 
     def _parameters(self, kind):
         args = self.names if self.names is not None else ['*args']
@@ -362,7 +359,7 @@ def _positional_names(fn):
 
 def _binds(rule, kind, n, params=()):
     """False only when ``rule`` certainly cannot be called as its kind is, with ``n``
-    arguments (a 1-tuple, or None: unknown) and keyword ``params``."""
+    arguments (None: unknown) and keyword ``params``."""
     try:
         sig = inspect.signature(rule)
     except (TypeError, ValueError):          # no signature (some builtins): do not guess
@@ -371,9 +368,9 @@ def _binds(rule, kind, n, params=()):
     try:
         if kind == 'partials':
             if n is not None:
-                sig.bind(*range(n[0] + 1), **keywords)
+                sig.bind(*range(n + 1), **keywords)
         elif n is not None:
-            sig.bind(*range(n[0] + 1), out=None, **keywords)
+            sig.bind(*range(n + 1), out=None, **keywords)
         else:
             sig.bind_partial(None, out=None, **keywords)
     except TypeError:
