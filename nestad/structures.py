@@ -64,8 +64,7 @@ def _checked_flatten(cls, flatten):
     def checked(obj):
         out = flatten(obj)
         if out.__class__ is tuple and len(out) == 2 and isinstance(out[0], (list, tuple)):
-            aux = out[1]
-            if aux is not None and aux.__class__ is not str and _holds_variable(aux):
+            if _holds_variable(out[1]):
                 raise InvalidInputError(
                     f"register_structure({cls.__name__}): flatten(obj) put a value being "
                     "differentiated or staged in aux, which is not differentiated: it would be "
@@ -82,14 +81,11 @@ def _checked_flatten(cls, flatten):
 
 
 def _holds_variable(aux):
-    """Does ``aux`` hold a perturbed or traced value (looking inside known containers)?"""
-    if isinstance(aux, (Perturbed, _TracerBase)):
-        return True
-    if _node_kind(aux) is None:
-        return False
-    leaves = []
-    _flatten(aux, leaves)
-    return any(isinstance(x, (Perturbed, _TracerBase)) for x in leaves)
+    """Is ``aux``, or an item of it if it is a tuple, list or dict, a perturbed or traced
+    value?  (Not deeper: aux may be the object itself, which unflatten copies and fills.)"""
+    items = aux.values() if aux.__class__ is dict else aux if aux.__class__ in (tuple, list) \
+        else (aux,)
+    return any(isinstance(x, (Perturbed, _TracerBase)) for x in items)
 
 
 def _checked_unflatten(cls, flatten, unflatten):

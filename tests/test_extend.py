@@ -1,5 +1,6 @@
 """Custom primitives (nestad.primitive with defpartials / defjvp / defvjp) in every mode,
 pairing and depth, batched and staged; check_rules finds wrong rules."""
+import copy
 import math
 
 import numpy as np
@@ -377,3 +378,26 @@ def test_registered_structures_that_rebuild_correctly():
     assert out.weights == [1.0, 4.0] and out.scale == 0.0
     assert nd.derivative(lambda x: Reading(2.0 * x).value)(1.0) == 2.0
     assert nd.gradient_r(lambda r: r.value * r.value)(Reading(3.0)).value == 6.0
+
+
+class Copied:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+def _fill_copy(template, children):
+    obj = copy.copy(template)
+    obj.w, obj.b = children
+    return obj
+
+
+# aux is the object itself, copied and filled by unflatten: its fields are not looked into
+nd.register_structure(Copied, lambda c: ([c.w, c.b], c), _fill_copy)
+
+
+def test_registered_structure_whose_aux_is_the_object_itself():
+    g = nd.gradient_r(lambda c: c.w * c.b)(Copied(2.0, 3.0))
+    assert (type(g), g.w, g.b) == (Copied, 3.0, 2.0)
+    out = nd.derivative(lambda x: Copied(x, x * x))(2.0)
+    assert (out.w, out.b) == (1.0, 4.0)
+    assert nd.stage(nd.gradient_r(lambda c: c.w * c.b))(Copied(2.0, 3.0)).b == 2.0
