@@ -70,9 +70,16 @@ def subclass_error(x, where):
     return InvalidInputError(f"{where} got a {name} (a subclass of numpy.ndarray): {why}")
 
 
-def closure_error(prim):
-    """A primitive's plain function returned a nestad value from plain arguments: it read
-    a value being differentiated from its closure, which its rules cannot see."""
+def closure_error(prim, params):
+    """A primitive's plain function returned a nestad value from plain arguments: it was
+    given one as a keyword parameter (not differentiated), or it read one from its
+    closure; its rules see neither."""
+    keywords = [k for k, v in params.items() if isinstance(v, Perturbed)]
+    if keywords:
+        return InvalidInputError(
+            f"primitive {prim.name} was given a value being differentiated as the keyword "
+            f"argument {keywords[0]}: keyword arguments of a primitive are parameters, which "
+            "are not differentiated. Pass it positionally, as an argument with a rule.")
     return InvalidInputError(
         f"the function of primitive {prim.name} returned a value carrying a perturbation "
         "although its arguments carried none: it uses a value being differentiated from its "
@@ -229,7 +236,7 @@ def apply(prim, args, params):
             return apply_traced(prim, args, params)
         out = prim.plain(*args, **params)
         if isinstance(out, Perturbed):
-            raise closure_error(prim)
+            raise closure_error(prim, params)
         return out
     for k, a in enumerate(() if prim.user else args):   # numpy would make complex or object values
         if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):

@@ -29,13 +29,21 @@ every mode and pairing, batched (``jacobian_f``) and staged (``nd.stage`` record
 and calls ``f`` in the compiled code).  Keyword arguments are parameters, passed to
 ``f`` and the rules but not differentiated.  ``check_rules`` tests the rules against
 finite differences and against each other.
+
+Every call of a rule is checked (``_Rules``): its signature when given, and on each call
+its arguments (one per rule) and its result: one real number or array of the shape its use
+needs, carrying no perturbation its inputs do not.  A wrong one raises
+``InvalidInputError`` naming the primitive, the argument and the call the rule must take.
 """
 import inspect
+from numbers import Real
 
 import numpy as np
 
 from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
+from .tracer import _TracerBase, one_output_error
+from .values import Perturbed, primal_value
 
 
 def primitive(fn=None, *, name=None):
@@ -53,7 +61,10 @@ def primitive(fn=None, *, name=None):
     prim.jvps, prim.vjps = rules.jvp, rules.vjp
 
     def public(*args, **params):
-        return apply(prim, args, params)
+        out = apply(prim, args, params)
+        if out.__class__ in _COMMON or isinstance(out, _NUMBERS):
+            return out
+        raise one_output_error(name, out)      # (staged: checked when traced)
     public.__name__ = getattr(fn, '__name__', 'primitive')
     public.__qualname__ = getattr(fn, '__qualname__', public.__name__)
     public.__doc__ = fn.__doc__
@@ -66,28 +77,72 @@ def primitive(fn=None, *, name=None):
     return public
 
 
+_FLOATS = frozenset((float, np.float64))
+_COMMON = frozenset((float, np.ndarray, np.float64, int, bool, np.float32, np.int64, np.bool_))
+_NUMBERS = (Perturbed, np.ndarray, np.generic, _TracerBase, Real)
+
+
+# How each kind of rule is called, and what it returns (for messages).
+_DEFINE = {'partials': 'defpartials', 'jvps': 'defjvp', 'vjps': 'defvjp'}
+_RULE = {'partials': 'partial', 'jvps': 'JVP rule', 'vjps': 'VJP rule'}
+_CALL = {'partials': "partial({args}, out, **params): the arguments, the primitive's output "
+                     "and its keyword parameters, returning d out/d {arg} elementwise",
+         'jvps': "jvp(t, {args}, out, **params): a tangent t of {arg}, the arguments, the "
+                 "output (as out=) and the keyword parameters, returning the output's tangent",
+         'vjps': "vjp(g, {args}, out, **params): a cotangent g of the output, the arguments, "
+                 "the output (as out=) and the keyword parameters, returning {arg}'s cotangent"}
+
+
 class _Rules:
-    """A primitive's rules per argument: given ones, or derived from its partials."""
+    """A primitive's rules per argument: given ones, or derived from its partials.
+
+    Every call of a rule is checked: the arguments it gets (one per rule), and its result
+    (a real number or array of the shape its use needs, carrying no perturbation its
+    inputs do not carry).  A result of another shape would otherwise be broadcast into a
+    gradient of the wrong shape, or summed into wrong numbers."""
 
     def __init__(self, prim, fn):
         self.prim, self.fn = prim, fn
+        self.short = prim.name.rsplit('.', 1)[-1]
+        self.names = _positional_names(fn)        # None if fn takes *args
+        self.arity = None if self.names is None else len(self.names)
         self.partials = self.jvps = self.vjps = None
         self.batched = False
-        self.jvp = PerArgument(self._jvp)
-        self.vjp = PerArgument(self._vjp)
+        self.made = {}                  # i -> checked JVP rule, ~i -> VJP rule
+        self.jvp = PerArgument(self._made_jvp)
+        self.vjp = PerArgument(self._made_vjp)
 
     def set(self, kind, rules, public, batched=False):
-        arity = _arity(self.fn)
-        if arity is not None and len(rules) != arity:
-            raise InvalidInputError(f"{self.prim.name}.{'def' + kind.rstrip('s')}: "
-                                    f"{len(rules)} rules given for {arity} arguments")
+        define = f"{self.prim.name}.{_DEFINE[kind]}"
+        if self.arity is not None and len(rules) != self.arity:
+            raise InvalidInputError(f"{define}: {len(rules)} rules given for "
+                                    f"{self.arity} arguments ({', '.join(self.names)})")
         if not all(callable(r) or r is None for r in rules):
             raise InvalidInputError(f"{self.prim.name}: each rule must be a function (or None "
                                     "for an argument that is never differentiated)")
+        for i, rule in enumerate(rules):
+            if rule is not None and not _binds(rule, kind, self.arity):
+                raise InvalidInputError(
+                    f"{define}: the {_RULE[kind]} for argument {i}{self._label(i)}, "
+                    f"{_signature(rule)}, cannot be called as {self._call_form(kind, i)}. "
+                    f"Give it the parameters {self._parameters(kind)}.")
         setattr(self, kind, tuple(rules))
         if kind == 'jvps':
             self.batched = batched
+        self.made.clear()
         return public
+
+    def _made_jvp(self, i):
+        rule = self.made.get(i)
+        if rule is None:
+            rule = self.made[i] = self._jvp(i)
+        return rule
+
+    def _made_vjp(self, i):
+        rule = self.made.get(~i)
+        if rule is None:
+            rule = self.made[~i] = self._vjp(i)
+        return rule
 
     def _pick(self, i, kind):
         given = getattr(self, kind)
@@ -96,62 +151,241 @@ class _Rules:
         if self.partials is not None and i < len(self.partials) and self.partials[i] is not None:
             return None                      # derive from the partial
         mode, define = ("forward", "defjvp") if kind == 'jvps' else ("reverse", "defvjp")
-        short = self.prim.name.rsplit('.', 1)[-1]
         raise MissingRuleError(
             f"primitive {self.prim.name} has no {mode} ({define[3:].upper()}) rule for "
             f"argument {i}, so it cannot be differentiated in {mode} mode: give one with "
-            f"{short}.{define}(...) or {short}.defpartials(...)")
+            f"{self.short}.{define}(...) or {self.short}.defpartials(...)")
 
     def _jvp(self, i):
         rule = self._pick(i, 'jvps')
-        if rule is not None:
-            return rule if self.batched else _one_tangent_at_a_time(rule, i)
-        partial = self.partials[i]
+        if rule is None:
+            partial = self._partial(i)
 
-        def jvp(t, *xs, out, **params):
-            from .numpy import _align, _tangent_to
-            return _tangent_to(partial(*xs, out, **params) * _align(t, xs[i], out), t, xs[i], out)
-        return jvp
+            def jvp(t, *xs, out, **params):
+                from .numpy import _align, _tangent_to
+                return _tangent_to(partial(xs, out, params) * _align(t, xs[i], out), t, xs[i], out)
+            return jvp
+        jvp = self._checked(rule, 'jvps', i)
+        return jvp if self.batched else _one_tangent_at_a_time(jvp, i)
 
     def _vjp(self, i):
         rule = self._pick(i, 'vjps')
-        if rule is not None:
-            return rule
-        partial = self.partials[i]
+        if rule is None:
+            partial = self._partial(i)
 
-        def vjp(g, *xs, out, **params):
-            from .numpy import _shape, sum_to
-            return sum_to(partial(*xs, out, **params) * g, _shape(xs[i]))
-        return vjp
+            def vjp(g, *xs, out, **params):
+                from .numpy import sum_to
+                return sum_to(partial(xs, out, params) * g, _shape(xs[i]))
+            return vjp
+        return self._checked(rule, 'vjps', i)
+
+    # ------------------------------------------------ checks of each call
+
+    def _checked(self, rule, kind, i):
+        """The JVP or VJP ``rule`` for argument i, each call checked: given one argument per
+        rule (a parameter passed positionally would shift the arguments each rule sees),
+        returning a real number or array of the output's shape (a JVP: with t's batch axes
+        first) or the argument's (a VJP)."""
+        n, batched = self.arity, kind == 'jvps' and self.batched
+
+        def checked(lead, *xs, out, **params):
+            if n is not None and len(xs) != n:
+                raise self._count_error(xs)
+            try:
+                r = rule(lead, *xs, out=out, **params)
+            except TypeError as e:
+                self._refuse_call(e, rule, kind, i, xs, params)
+                raise
+            like = out if kind == 'jvps' else xs[i]
+            if not batched:                  # the common cases, at once
+                if r.__class__ is np.ndarray:
+                    if like.__class__ is np.ndarray and r.shape == like.shape and \
+                            r.dtype.kind == 'f':
+                        return r
+                elif r.__class__ in _FLOATS and like.__class__ in _FLOATS:
+                    return r
+            want = _shape(like)
+            if batched:
+                want = _shape(lead)[:len(_shape(lead)) - len(_shape(xs[i]))] + want
+            return self._result(r, want, kind, i, lead, xs, out, params)
+        return checked
+
+    def _partial(self, i):
+        """The partial for argument i, each call checked: a real number or array that
+        broadcasts to the output's shape (a larger one would be summed into wrong numbers)."""
+        partial, n = self.partials[i], self.arity
+
+        def checked(xs, out, params):
+            if n is not None and len(xs) != n:
+                raise self._count_error(xs)
+            try:
+                p = partial(*xs, out, **params)
+            except TypeError as e:
+                self._refuse_call(e, partial, 'partials', i, xs, params)
+                raise
+            if p.__class__ in _FLOATS or p.__class__ is np.ndarray and p.dtype.kind == 'f' and \
+                    p.shape == _shape(out):
+                return p
+            return self._result(p, _shape(out), 'partials', i, None, xs, out, params)
+        return checked
+
+    def _count_error(self, xs):
+        return InvalidInputError(
+            f"primitive {self.prim.name} was called with {len(xs)} positional arguments, "
+            f"but its rules are for {len(self.names)} ({', '.join(self.names)}): pass the "
+            "others by keyword (keyword arguments are parameters, given to the function "
+            "and to every rule), or make them arguments of the function with a rule each.")
+
+    def _refuse_call(self, e, rule, kind, i, xs, params):
+        """Raise for a TypeError ``e`` from calling ``rule`` if its signature cannot take
+        the call (else ``e`` is the rule's own, raised inside it)."""
+        if not _binds(rule, kind, len(xs), params):
+            given = f" and the keyword parameters {', '.join(params)}" if params else ""
+            raise self._error(kind, i, f"{_signature(rule)} cannot take {len(xs) + 1} "
+                                       f"positional arguments{given}") from e
+
+    def _result(self, r, want, kind, i, lead, xs, out, params):
+        """``r``, checked: a real number or array of shape ``want`` (a partial: one that
+        broadcasts to it) carrying no perturbation newer than its inputs' (the common
+        cases are accepted by the callers before this)."""
+        value = r
+        if isinstance(r, Perturbed):
+            inputs = (lead, out) + xs + tuple(params.values())
+            if r.tag > max((x.tag for x in inputs if isinstance(x, Perturbed)), default=-1):
+                raise self._error(kind, i, (
+                    "returned a value carrying a perturbation that none of its inputs carries: "
+                    "it uses a value being differentiated from its closure (or a global), so the "
+                    "rule's result would hold that value's derivative as a number. Compute the "
+                    "rule from what it is given only (pass that value to the primitive as an "
+                    "argument, with a rule of its own)"))
+            value = primal_value(r)
+        if isinstance(value, (np.ndarray, np.generic, _TracerBase)):
+            shape, dtype = tuple(value.shape), value.dtype
+        elif isinstance(value, Real) and not isinstance(value, bool):
+            shape, dtype = (), None
+        else:
+            hint = (" (the rules are one per argument, each returning one value: not a tuple "
+                    "for all arguments, as a JAX custom_vjp rule returns)"
+                    if isinstance(value, (tuple, list)) else "")
+            raise self._error(kind, i, f"returned {_describe(value)}, not a real number or "
+                                       f"array{hint}")
+        if dtype is not None and dtype.kind not in 'fiu':
+            raise self._error(kind, i, f"returned an array of dtype {dtype}: a derivative is "
+                                       "a real (floating-point) number or array")
+        if shape == want or kind == 'partials' and _broadcasts(shape, want):
+            return r
+        nb = len(want) - len(_shape(out)) if kind == 'jvps' else 0
+        need = {'partials': f"a partial must broadcast to the output's shape {want} (the "
+                            "output's shape, the argument's or a scalar)",
+                'vjps': f"the cotangent of {self._name(i)} must have its shape {want}",
+                'jvps': f"the output's tangent must have the output's shape {want[nb:]}"
+                        + (f" after the {nb} leading batch axes of t, {want}" if nb else "")}
+        raise self._error(kind, i, f"returned shape {shape}; {need[kind]}")
+
+    def _error(self, kind, i, what):
+        return InvalidInputError(
+            f"primitive {self.prim.name}: the {_RULE[kind]} for argument {i}"
+            f"{self._label(i)} {what}. Fix the rule given to "
+            f"{self.short}.{_DEFINE[kind]}(...), called as {self._call_form(kind, i)}.")
+
+    def _name(self, i):
+        return self.names[i] if self.names is not None else f"argument {i}"
+
+    def _label(self, i):
+        return f" ({self.names[i]})" if self.names is not None else ""
+
+    def _parameters(self, kind):
+        args = self.names if self.names is not None else ['*args']
+        return "(" + ", ".join({'partials': [], 'jvps': ['t'], 'vjps': ['g']}[kind] + args
+                               + ['out']) + ")"
+
+    def _call_form(self, kind, i):
+        args = ', '.join(self.names) if self.names is not None else '*args'
+        return _CALL[kind].format(args=args, arg=self._name(i))
 
 
 def _one_tangent_at_a_time(rule, i):
     """A JVP rule for one tangent, applied to each tangent of a batch in turn."""
     def jvp(t, *xs, out, **params):
-        from . import numpy as anp
-        nb = anp._nbatch(t, xs[i])
-        if nb == 0:
+        shape = _shape(xs[i])
+        batch = _shape(t)[:len(_shape(t)) - len(shape)]
+        if not batch:
             return rule(t, *xs, out=out, **params)
-        batch = anp._shape(t)[:nb]
+        from . import numpy as anp
         count = int(np.prod(batch))
         if count == 0:                 # no direction: an empty batch of tangents
-            return np.zeros(batch + anp._shape(out))
-        flat = anp.reshape(t, (count,) + anp._shape(xs[i]))
-        terms = [rule(flat[k], *xs, out=out, **params) for k in range(anp._shape(flat)[0])]
-        return anp.reshape(anp.stack(terms), batch + anp._shape(out))
+            return np.zeros(batch + _shape(out))
+        flat = anp.reshape(t, (count,) + shape)
+        terms = [rule(flat[k], *xs, out=out, **params) for k in range(count)]
+        return anp.reshape(anp.stack(terms), batch + _shape(out))
     return jvp
 
 
-def _arity(fn):
-    """The number of positional parameters, or None if it takes *args."""
+def _shape(x):
+    """The shape of a number, array, traced or perturbed value (numpy.shape of a float
+    takes a microsecond: too slow for every call of a rule)."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    if x.__class__ is float or x.__class__ is int:
+        return ()
+    return tuple(x.shape) if hasattr(x, 'shape') else np.shape(x)
+
+
+def _broadcasts(shape, to):
+    """Does an array of ``shape`` broadcast to ``to`` without changing it?"""
+    return len(shape) <= len(to) and all(s in (1, t) for s, t in zip(shape[::-1], to[::-1]))
+
+
+def _describe(v):
+    if v is None:
+        return "None"
+    if isinstance(v, (tuple, list)):
+        return f"a {type(v).__name__} of {len(v)} values"
+    if isinstance(v, bool):
+        return f"a bool ({v})"
+    return f"a {type(v).__module__}.{type(v).__qualname__} ({v!r:.40})" \
+        if type(v).__module__ != 'builtins' else f"a {type(v).__name__} ({v!r:.40})"
+
+
+def _positional_names(fn):
+    """The names of ``fn``'s positional parameters without defaults (its arguments, one
+    rule each), or None if it takes *args (or has no signature)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return None
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and p.default is p.empty)
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and p.default is p.empty]
+
+
+def _binds(rule, kind, n, params=()):
+    """False only when ``rule`` certainly cannot be called as its kind is, with ``n``
+    arguments (None: unknown) and keyword ``params``."""
+    try:
+        sig = inspect.signature(rule)
+    except (TypeError, ValueError):          # no signature (some builtins): do not guess
+        return True
+    keywords = dict.fromkeys(params)
+    try:
+        if kind == 'partials':
+            if n is not None:
+                sig.bind(*range(n + 1), **keywords)
+        elif n is not None:
+            sig.bind(*range(n + 1), out=None, **keywords)
+        else:
+            sig.bind_partial(None, out=None, **keywords)
+    except TypeError:
+        return False
+    return True
+
+
+def _signature(rule):
+    try:
+        return f"{getattr(rule, '__name__', 'rule')}{inspect.signature(rule)}"
+    except (TypeError, ValueError):
+        return repr(rule)
 
 
 # ---------------------------------------------------------------- checking rules
@@ -173,7 +407,9 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
       combination of modes), with each other and with a central difference of
       ``phi^(k-1)``.
 
-    Keyword arguments are passed to ``f`` as parameters."""
+    Keyword arguments are passed to ``f`` as parameters.  A rule that cannot take its call,
+    or returns a result of the wrong shape or type, raises ``InvalidInputError`` naming it
+    (the check every call of a rule makes) before anything is compared."""
     import nestad as nd
     from . import numpy as anp
     rng = np.random.default_rng(seed)

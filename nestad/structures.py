@@ -24,6 +24,8 @@ import inspect
 import sys
 
 from .errors import InvalidInputError
+from .tracer import _TracerBase
+from .values import Perturbed
 
 _registry = {}
 _kinds = {}     # class -> (flatten, unflatten), or None for a leaf class: a cache
@@ -43,7 +45,8 @@ def register_structure(cls, flatten, unflatten):
             raise InvalidInputError(
                 f"register_structure({cls.__name__}): {name} must be a function callable as "
                 f"{name}{args}; got {fn!r:.60}")
-    _register(cls, _checked_flatten(cls, flatten), unflatten)
+    flatten = _checked_flatten(cls, flatten)
+    _register(cls, flatten, _checked_unflatten(cls, flatten, unflatten))
 
 
 def _takes(fn, n):
@@ -61,6 +64,13 @@ def _checked_flatten(cls, flatten):
     def checked(obj):
         out = flatten(obj)
         if out.__class__ is tuple and len(out) == 2 and isinstance(out[0], (list, tuple)):
+            if _holds_variable(out[1]):
+                raise InvalidInputError(
+                    f"register_structure({cls.__name__}): flatten(obj) put a value being "
+                    "differentiated or staged in aux, which is not differentiated: it would be "
+                    "returned as it is, carrying its perturbation (or a traced value) out of "
+                    "the call. Put every number that may depend on the inputs among the "
+                    "children, and only what does not (names, shapes, options) in aux.")
             return out
         raise InvalidInputError(
             f"register_structure({cls.__name__}): flatten(obj) must return a pair "
@@ -68,6 +78,68 @@ def _checked_flatten(cls, flatten):
             f"unflatten(aux, children) needs to rebuild the object; it returned "
             f"{type(out).__name__} {out!r:.60}")
     return checked
+
+
+def _holds_variable(aux):
+    """Is ``aux``, or an item of it if it is a tuple, list or dict, a perturbed or traced
+    value?  (Not deeper: aux may be the object itself, which unflatten copies and fills.)"""
+    items = aux.values() if aux.__class__ is dict else aux if aux.__class__ in (tuple, list) \
+        else (aux,)
+    return any(isinstance(x, (Perturbed, _TracerBase)) for x in items)
+
+
+def _checked_unflatten(cls, flatten, unflatten):
+    """``unflatten``, checked: it must rebuild a ``cls`` (anything else would reach the
+    user's function, or be returned, in its place), and, on the first call that can tell
+    (children holding perturbed values), one that flattens back to those values in their
+    order: a child dropped or put in another's place would be differentiated wrongly."""
+    verified = []
+
+    def checked(aux, children):
+        obj = unflatten(aux, children)
+        if obj.__class__ is not cls:
+            raise _unflatten_error(cls, f"returned a {type(obj).__qualname__}, not a "
+                                        f"{cls.__qualname__}")
+        if not verified:
+            _check_round_trip(cls, flatten, obj, children, verified)
+        return obj
+    return checked
+
+
+def _check_round_trip(cls, flatten, obj, children, verified):
+    try:
+        again = flatten(obj)[0]
+        given, back = _leaves(children), _leaves(again)
+    except Exception:           # flatten cannot read what was rebuilt: nothing to compare
+        verified.append(True)
+        return
+    if len(again) != len(children):
+        raise _unflatten_error(cls, f"built a {cls.__name__} whose flatten gives "
+                                    f"{len(again)} children, not the {len(children)} it was given")
+    position = {id(x): k for k, x in enumerate(back)}
+    perturbed = [(j, position.get(id(x))) for j, x in enumerate(given) if isinstance(x, Perturbed)]
+    for j, k in perturbed:
+        if k != j:
+            fate = "is lost" if k is None else f"comes back at position {k}"
+            raise _unflatten_error(cls, f"built a {cls.__name__} that flatten does not take "
+                                        "apart into the children it was given: the number at "
+                                        f"position {j} among the children's numbers {fate}")
+    if len(perturbed) == len(given):    # plain numbers may be shared or converted: only
+        verified.append(True)           # a call with every number perturbed checks all
+
+
+def _leaves(children):
+    leaves = []
+    _flatten(list(children), leaves)
+    return leaves
+
+
+def _unflatten_error(cls, what):
+    return InvalidInputError(
+        f"register_structure({cls.__name__}): unflatten(aux, children) {what}. Fix the "
+        f"unflatten given to nestad.register_structure({cls.__name__}, flatten, unflatten): "
+        "it must return the object flatten took apart, rebuilt from aux and the children "
+        "in flatten's order.")
 
 
 def _register(cls, flatten, unflatten):

@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from .errors import NestadError
+from .errors import InvalidInputError, NestadError
 
 
 class StagingError(NestadError, TypeError):
@@ -411,7 +411,21 @@ def apply_traced(op, args, params):
     example values and record it."""
     trace, args = resolve(args)
     vals = [a.val if isinstance(a, _TRACERS) else a for a in args]
-    return trace.record(op, args, params, op.plain(*vals, **params))
+    val = op.plain(*vals, **params)
+    if val is None or isinstance(val, (tuple, list, dict, str)):   # a user primitive's function
+        raise one_output_error(op.name, val)
+    return trace.record(op, args, params, val)
+
+
+def one_output_error(name, out):
+    """The error for a primitive's function returning ``out``, not one number or array:
+    its rules, and the values nestad makes of its result, are for one output."""
+    what = (f"a {type(out).__name__} of {len(out)} values" if isinstance(out, (tuple, list))
+            else "None" if out is None else f"a {type(out).__name__} ({out!r:.40})")
+    return InvalidInputError(
+        f"primitive {name}: its function returned {what}; a primitive returns one real number "
+        "or array. For several outputs define one primitive per output (or return them "
+        "stacked in one array).")
 
 
 def any_tracer(args):

@@ -625,3 +625,320 @@ def test_pickling_a_staged_function_wrapped_by_a_decorator():
     with pytest.raises(UnpicklableFunction, match=r"test_bad_inputs._cube: .* finds another object "
                        r"\(a closure named after the function it wraps.*Define the function"):
         pickle.dumps(nd.stage(nd.gradient_r(_logged(_cube))))
+
+# ---------------------------------------------------------------- extension API
+#
+# (found by an outside trial: a defvjp rule returning shape (3,) for a (2,) argument, or
+# (2, 1), went into the gradient; a defpartials rule without `out` raised a bare TypeError;
+# an unflatten returning the wrong type failed inside the user's function.) Every call of a
+# user rule is checked, in every mode, nested and staged; signatures at definition.
+
+X2 = np.array([0.5, 2.0])
+
+
+def _in_every_mode():
+    """mode -> (rules it calls, run(f, x)) for an array function f of one argument."""
+    ones = np.ones(2)
+    sq = lambda f: lambda v: anp.sum(f(v) ** 2)  # noqa: E731
+    return {
+        'jvp': ({'jvp'}, lambda f, x: nd.jvp(f, (x,), (ones,))),
+        'jacobian_f': ({'jvp'}, lambda f, x: nd.jacobian_f(f)(x)),
+        'f-over-f': ({'jvp'}, lambda f, x: nd.derivative(lambda s: nd.jvp(lambda v: f(v) ** 2, (x * s,), (ones,))[1])(1.0)),
+        'staged jvp': ({'jvp'}, lambda f, x: nd.stage(lambda v: nd.jvp(f, (v,), (ones,))[1])(x)),
+        'program jvp': ({'jvp'}, lambda f, x: nd.trace(f, x).jvp()),
+        'gradient_r': ({'vjp'}, lambda f, x: nd.gradient_r(lambda v: anp.sum(f(v)))(x)),
+        'vjp': ({'vjp'}, lambda f, x: nd.vjp(f, x)[1](ones)),
+        'jacobian_r': ({'vjp'}, lambda f, x: nd.jacobian_r(f)(x)),
+        'r-over-r': ({'vjp'}, lambda f, x: nd.gradient_r(lambda s: anp.sum(nd.gradient_r(sq(f))(x * s)))(1.0)),
+        'staged gradient_r': ({'vjp'}, lambda f, x: nd.stage(nd.gradient_r(sq(f)))(x)),
+        'program vjp': ({'vjp'}, lambda f, x: nd.trace(f, x).vjp()),
+        'hessian': ({'jvp', 'vjp'}, lambda f, x: nd.hessian(sq(f))(x)),
+        'f-over-r': ({'jvp', 'vjp'}, lambda f, x: nd.derivative(lambda s: anp.sum(nd.gradient_r(sq(f))(x * s)))(1.0)),
+        'r-over-f': ({'jvp', 'vjp'}, lambda f, x: nd.gradient_r(lambda s: anp.sum(nd.jvp(lambda v: f(v) ** 2, (x * s,), (ones,))[1]))(1.0)),
+        'staged hessian': ({'jvp', 'vjp'}, lambda f, x: nd.stage(nd.hessian(sq(f)))(x)),
+    }
+
+
+EVERY_MODE = _in_every_mode()
+
+
+def _primitive_with(kind, rule):
+    """An elementwise 2x with the given bad rule of ``kind`` and correct other rules."""
+    @nd.primitive
+    def twice(x):
+        return 2.0 * x
+    if kind == 'partial':
+        return twice.defpartials(rule)
+    good = (lambda t, x, out: 2.0 * t)
+    twice.defjvp(rule if kind == 'jvp' else good)
+    return twice.defvjp(rule if kind == 'vjp' else good)
+
+
+BAD_RESULTS = {   # rule result -> what the message says it returned
+    'shape (3,)': (lambda a: anp.ones(3) * anp.sum(a), r"returned shape \(3,\)"),
+    'shape (2, 1)': (lambda a: anp.reshape(a, (2, 1)), r"returned shape \(2, 1\)"),
+    'shape ()': (lambda a: anp.sum(a), r"returned shape \(\)"),
+    'None': (lambda a: None, r"returned None, not a real number or array"),
+    'tuple': (lambda a: (a, a), r"returned a tuple of 2 values.*one per argument"),
+    'str': (lambda a: "2", r"returned a str \('2'\)"),
+    'complex': (lambda a: np.ones(2) * 1j, r"returned an array of dtype complex128"),
+    'bool array': (lambda a: a > 0, r"returned an array of dtype bool"),
+}
+NEED = {'jvp': r"the output's tangent must have the output's shape \(2,\)",
+        'vjp': r"the cotangent of x must have its shape \(2,\)",
+        'partial': r"a partial must broadcast to the output's shape \(2,\)"}
+CALLED_AS = {'jvp': r"twice\.defjvp\(\.\.\.\), called as jvp\(t, x, out, \*\*params\)",
+             'vjp': r"twice\.defvjp\(\.\.\.\), called as vjp\(g, x, out, \*\*params\)",
+             'partial': r"twice\.defpartials\(\.\.\.\), called as partial\(x, out, \*\*params\)"}
+RULE = {'jvp': "JVP rule", 'vjp': "VJP rule", 'partial': "partial"}
+
+
+@pytest.mark.parametrize('mode, kind', [(mode, kind) for mode, (uses, _) in EVERY_MODE.items()
+                                        for kind in ['jvp', 'vjp', 'partial']
+                                        if kind in uses or kind == 'partial'])
+@pytest.mark.parametrize('bad', BAD_RESULTS)
+def test_user_rule_returning_a_wrong_result(mode, kind, bad):
+    run = EVERY_MODE[mode][1]
+    result, returned = BAD_RESULTS[bad]
+    lead = (lambda x, out: result(x)) if kind == 'partial' else (lambda t, x, out: result(t))
+    twice = _primitive_with(kind, lead)
+    if bad == 'shape ()' and kind == 'partial':   # a scalar partial broadcasts: right
+        run(twice, X2)
+        return
+    if bad.startswith('shape'):
+        returned += "; " + NEED[kind]
+    with pytest.raises(InvalidInputError, match=rf"primitive \S*twice: the {RULE[kind]} for "
+                                                rf"argument 0 \(x\) {returned}.*Fix the rule "
+                                                rf"given to {CALLED_AS[kind]}"):
+        run(twice, X2)
+
+
+@pytest.mark.parametrize('mode', ['jacobian_f', 'hessian', 'staged hessian'])
+def test_batched_jvp_rule_without_the_batch_axes(mode):
+    # batched=True promises t's leading batch axes in the result; this rule drops them
+    @nd.primitive
+    def twice(x):
+        return 2.0 * x
+    twice.defjvp(lambda t, x, out: 2.0 * x, batched=True)
+    twice.defvjp(lambda g, x, out: 2.0 * g)
+    with pytest.raises(InvalidInputError, match=r"JVP rule for argument 0 \(x\) returned shape "
+                                                r"\(2,\); the output's tangent must have the "
+                                                r"output's shape \(2,\) after the 1 leading "
+                                                r"batch axes of t, \(2, 2\)"):
+        EVERY_MODE[mode][1](twice, X2)
+
+
+def _reads_from_closure(kind, a):
+    """A primitive whose rule uses ``a`` (a value being differentiated) from its closure."""
+    return _primitive_with(kind, (lambda x, out: a * 2.0) if kind == 'partial'
+                           else (lambda t, x, out: t * a))
+
+
+@pytest.mark.parametrize('kind, op', [
+    (kind, op) for kind in ['jvp', 'vjp', 'partial']
+    for op in ['derivative', 'staged derivative', 'f-over-r', 'r-over-f', 'gradient_r',
+               'staged gradient_r']
+    # (the modes calling the rule; r-over-f pulls nothing back: the derivative of 2x is 2.0)
+    if kind == 'partial' or op in {'jvp': ['derivative', 'staged derivative', 'f-over-r',
+                                           'r-over-f'],
+                                   'vjp': ['gradient_r', 'staged gradient_r', 'f-over-r']}[kind]])
+def test_user_rule_reading_a_perturbed_value_from_its_closure(kind, op):
+    # gradient_r returned a TapeCell, derivative a Bundle: the rule's result carried the run
+    # being differentiated, which its inputs (peeled of that run) do not carry
+    def f(a):
+        return _reads_from_closure(kind, a)(a)
+    run = {'derivative': lambda: nd.derivative(f)(3.0),
+           'gradient_r': lambda: nd.gradient_r(f)(3.0),
+           'staged derivative': lambda: nd.stage(nd.derivative(f))(3.0),
+           'staged gradient_r': lambda: nd.stage(nd.gradient_r(f))(3.0),
+           # the inner run's value read by a rule of the inner run, under an outer run
+           'f-over-r': lambda: nd.derivative(lambda s: nd.gradient_r(f)(3.0 * s))(1.0),
+           'r-over-f': lambda: nd.gradient_r(lambda s: nd.derivative(f)(3.0 * s))(1.0)}[op]
+    with pytest.raises(InvalidInputError, match=rf"the {RULE[kind]} for argument 0 \(x\) "
+                                                r"returned a value carrying a perturbation "
+                                                r"that none of its inputs carries.*closure.*"
+                                                r"pass that value to the primitive as an argument"):
+        run()
+
+
+@pytest.mark.parametrize('define, rule, called_as, give', [
+    ('defpartials', lambda x: 2.0, r"partial\(x, y, out, \*\*params\)", r"\(x, y, out\)"),
+    ('defpartials', lambda x, y: 2.0, r"partial\(x, y, out, \*\*params\)", r"\(x, y, out\)"),
+    ('defjvp', lambda t, x, y: t, r"jvp\(t, x, y, out, \*\*params\)", r"\(t, x, y, out\)"),
+    ('defjvp', lambda t, x, out: t, r"jvp\(t, x, y, out, \*\*params\)", r"\(t, x, y, out\)"),
+    ('defvjp', lambda g, out: g, r"vjp\(g, x, y, out, \*\*params\)", r"\(g, x, y, out\)"),
+    ('defvjp', lambda g, x, y, o: g, r"vjp\(g, x, y, out, \*\*params\)", r"\(g, x, y, out\)"),
+])
+def test_user_rule_with_the_wrong_signature_is_refused_at_definition(define, rule, called_as,
+                                                                     give):
+    # a partial without `out` raised a bare TypeError from the user's lambda when first
+    # differentiated; now the definition says which rule and what signature it needs
+    @nd.primitive
+    def product(x, y):
+        return x * y
+    ok = {'defpartials': lambda x, y, out: y, 'defjvp': lambda t, x, y, out: t * y,
+          'defvjp': lambda g, x, y, out: g * y}[define]
+    with pytest.raises(InvalidInputError, match=rf"product\.{define}: the \w+( rule)? for "
+                                                rf"argument 1 \(y\), <lambda>\(.*\), cannot be "
+                                                rf"called as {called_as}.*Give it the "
+                                                rf"parameters {give}"):
+        getattr(product, define)(ok, rule)
+
+
+def test_user_rule_not_taking_the_keyword_parameters_it_is_called_with():
+    @nd.primitive
+    def scaled(x, scale=1.0):
+        return scale * x
+    scaled.defpartials(lambda x, out: 2.0)            # forgets the parameter
+    for run in (lambda: nd.derivative(lambda x: scaled(x, scale=2.0))(1.0),
+                lambda: nd.gradient_r(lambda x: scaled(x, scale=2.0))(1.0),
+                lambda: nd.stage(nd.gradient_r(lambda x: scaled(x, scale=2.0)))(1.0)):
+        with pytest.raises(InvalidInputError, match=r"the partial for argument 0 \(x\) "
+                                                    r"<lambda>\(x, out\) cannot take 2 "
+                                                    r"positional arguments and the keyword "
+                                                    r"parameters scale\. Fix the rule given "
+                                                    r"to scaled\.defpartials"):
+            run()
+
+
+POSITIONAL_OPS = {'derivative': nd.derivative, 'gradient_f': nd.gradient_f,
+                  'gradient_r': nd.gradient_r, 'staged derivative': lambda f: nd.stage(nd.derivative(f)),
+                  'staged gradient_r': lambda f: nd.stage(nd.gradient_r(f)),
+                  'r-over-f': lambda f: nd.gradient_r(nd.derivative(f)),
+                  'f-over-r': lambda f: nd.derivative(nd.gradient_r(f))}
+
+
+@pytest.mark.parametrize('op', POSITIONAL_OPS)
+@pytest.mark.parametrize('kind', ['partials', 'JVP and VJP rules'])
+def test_parameter_passed_positionally_to_a_user_primitive(kind, op):
+    # scaled_hypot(x, 4.0, 2.0): the partials got (x, y, 2.0, out) as (x, y, out, scale)
+    # and the derivative was 150.0 (right: 1.2); the JVP rule got `out` twice
+    @nd.primitive
+    def scaled_hypot(x, y, scale=1.0):
+        return scale * np.hypot(x, y)
+    rules = [lambda d, x, y, out, scale=1.0: d * scale * scale * x / out,
+             lambda d, x, y, out, scale=1.0: d * scale * scale * y / out]
+    if kind == 'partials':
+        scaled_hypot.defpartials(*[lambda x, y, out, scale=1.0, r=r: r(1.0, x, y, out, scale)
+                                   for r in rules])
+    else:
+        scaled_hypot.defjvp(*rules)
+        scaled_hypot.defvjp(*rules)
+    with pytest.raises(InvalidInputError, match=r"primitive \S*scaled_hypot was called with 3 "
+                                                r"positional arguments, but its rules are for "
+                                                r"2 \(x, y\): pass the others by keyword"):
+        POSITIONAL_OPS[op](lambda x: scaled_hypot(x, 4.0, 2.0))(3.0)
+    by_keyword = POSITIONAL_OPS[op](lambda x: scaled_hypot(x, 4.0, scale=2.0))(3.0)
+    assert by_keyword == pytest.approx(1.2 if '-over-' not in op else 2 * 16 / 125)
+
+
+@pytest.mark.parametrize('op', [nd.derivative, nd.gradient_r, lambda f: nd.stage(nd.gradient_r(f)),
+                                lambda f: f, lambda f: nd.stage(f)])
+def test_user_primitive_returning_several_outputs(op):
+    # derivative raised "'Bundle' object is not subscriptable", staging "Cannot interpret
+    # '2.0' as a data type"
+    @nd.primitive
+    def two(x):
+        return 2.0 * x, 3.0 * x
+    two.defpartials(lambda x, out: 2.0)
+    with pytest.raises(InvalidInputError, match=r"primitive \S*two: its function returned a "
+                                                r"tuple of 2 values; a primitive returns one "
+                                                r"real number or array.*one primitive per output"):
+        op(lambda x: two(x)[0])(1.0)
+
+
+class _Pair:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+class _NotRebuilt(_Pair):
+    pass
+
+
+class _Swapped(_Pair):
+    pass
+
+
+class _Dropped(_Pair):
+    pass
+
+
+nd.register_structure(_NotRebuilt, lambda p: ([p.w, p.b], None), lambda aux, ch: list(ch))
+nd.register_structure(_Swapped, lambda p: ([p.w, p.b], None), lambda aux, ch: _Swapped(ch[1], ch[0]))
+nd.register_structure(_Dropped, lambda p: ([p.w, p.b], None), lambda aux, ch: _Dropped(ch[0], 0.0))
+
+STRUCTURE_OPS = {
+    'gradient_r': lambda f, p: nd.gradient_r(f)(p),
+    'gradient_f': lambda f, p: nd.gradient_f(f)(p),
+    'jvp': lambda f, p: nd.jvp(f, (p,), (p,)),
+    'vjp': lambda f, p: nd.vjp(f, p)[1](1.0),
+    'hessian': lambda f, p: nd.hessian(f)(p),
+    'staged gradient_r': lambda f, p: nd.stage(nd.gradient_r(f))(p),
+}
+
+
+@pytest.mark.parametrize('op', STRUCTURE_OPS)
+@pytest.mark.parametrize('cls, message', ids=['type', 'swapped', 'dropped'], argvalues=[
+    (_NotRebuilt, r"register_structure\(_NotRebuilt\): unflatten\(aux, children\) returned a "
+                  r"list, not a _NotRebuilt"),
+    (_Swapped, r"register_structure\(_Swapped\): unflatten\(aux, children\) built a _Swapped "
+               r"that flatten does not take apart into the children it was given: the number "
+               r"at position 0 among the children's numbers comes back at position 1"),
+    (_Dropped, r"register_structure\(_Dropped\): unflatten\(aux, children\) built a _Dropped "
+               r"that flatten does not take apart into the children it was given: the number "
+               r"at position 1 among the children's numbers is lost"),
+])
+def test_register_structure_unflatten_that_does_not_rebuild(op, cls, message):
+    # _NotRebuilt: an AttributeError ('list' object has no attribute 'w') inside f;
+    # _Swapped: the gradients of w and b exchanged; _Dropped: b's gradient 0.0, silently
+    f = lambda p: p.w * p.w * 2.0 + p.b * 5.0  # noqa: E731
+    with pytest.raises(InvalidInputError, match=message + r"\. Fix the unflatten given to "
+                                                          r"nestad\.register_structure\("):
+        STRUCTURE_OPS[op](f, cls(1.0, 2.0))
+
+
+def test_register_structure_unflatten_returning_the_wrong_type_for_an_output():
+    with pytest.raises(InvalidInputError, match=r"unflatten\(aux, children\) returned a list, "
+                                                r"not a _NotRebuilt"):
+        nd.derivative(lambda x: _NotRebuilt(x, x * x))(1.0)
+
+
+class _NumberInAux:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+# b in aux (not differentiated): a b computed from the input left the call perturbed
+nd.register_structure(_NumberInAux, lambda p: ([p.w], p.b), lambda b, ch: _NumberInAux(ch[0], b))
+
+
+@pytest.mark.parametrize('op', [
+    lambda f: nd.derivative(f)(2.0), lambda f: nd.jvp(f, (2.0,), (1.0,)),
+    lambda f: nd.jacobian_f(f)(2.0), lambda f: nd.vjp(f, 2.0), lambda f: nd.stage(f)(2.0),
+    lambda f: nd.gradient_r(lambda x: nd.gradient_r(lambda p: p.w * p.b)(f(x)).w)(2.0),
+], ids=['derivative', 'jvp', 'jacobian_f', 'vjp', 'stage', 'input of an inner gradient'])
+def test_register_structure_flatten_putting_a_variable_in_aux(op):
+    # derivative returned _NumberInAux(1.0, Bundle(1, 4.0, 4.0)), stage a Tracer
+    with pytest.raises(InvalidInputError, match=r"register_structure\(_NumberInAux\): flatten\(obj\) "
+                                                r"put a value being differentiated or staged in "
+                                                r"aux.*Put every number that may depend on the "
+                                                r"inputs among the children"):
+        op(lambda x: _NumberInAux(x, x * x))
+
+
+@pytest.mark.parametrize('op', [nd.derivative, nd.gradient_r, nd.gradient_f,
+                                lambda f: nd.derivative(nd.gradient_r(f))])
+@pytest.mark.parametrize('call', ['argument by keyword', 'parameter'])
+def test_user_primitive_given_a_value_being_differentiated_by_keyword(op, call):
+    # the message blamed a closure; keyword arguments are parameters, never differentiated
+    @nd.primitive
+    def scaled(x, scale=1.0):
+        return scale * x
+    scaled.defpartials(lambda x, out, scale=1.0: scale)
+    f = (lambda s: scaled(x=s)) if call == 'argument by keyword' else (lambda s: scaled(2.0, scale=s))
+    with pytest.raises(InvalidInputError, match=r"primitive \S*scaled was given a value being "
+                                                r"differentiated as the keyword argument "
+                                                r"(x|scale): keyword arguments of a primitive "
+                                                r"are parameters.*Pass it positionally"):
+        op(f)(3.0)
