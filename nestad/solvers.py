@@ -1,0 +1,634 @@
+"""Solvers whose derivatives are exact to any order: ``linear_solve``, ``root``,
+``minimize``, ``odeint``.
+
+A solver's answer ``x(p)`` is differentiated without looking inside the solver.  For
+the outermost perturbation among the parameters (``nestad.custom.peel``, as lifting
+does), ``x`` is first found from the primals (which may carry older perturbations:
+the same function handles those, one run at a time), and then
+
+* ``linear_solve``, ``root`` and ``minimize`` are one implicit function
+  (``_implicit``): ``F(x, p) = 0`` with ``F`` the residual ``A(p) x - b``, ``f(x, p)``
+  or the gradient of the objective.  Forward mode solves ``J_x dx = -J_p dp``, reverse
+  mode ``J_x^T w = ct`` and returns ``-w J_p``; both solves are ``linear_solve`` calls
+  on values carrying the older perturbations, so they are differentiated in turn by
+  the same rule (second derivatives are solves with the same operator and its
+  derivative, never differentiated iterations).
+* ``odeint``'s forward mode integrates the sensitivity equations with the solution,
+  reverse mode the adjoint equations backwards from the stored solution at the
+  requested times; both are ``odeint`` calls, differentiated by the same rule.
+
+The numerical work at the bottom runs on plain values (numpy); inside ``nd.stage`` it
+is recorded as one call that runs the solver when the program runs.
+"""
+import math
+
+import numpy as np
+
+from . import perturbation
+from .arrays import make_bundle
+from .custom import forward_result, peel, recomputing_cells
+from .errors import InvalidInputError, NestadError
+from .extraction import primal_of, tangent_of
+from .structures import flatten, tree_map
+from .tracer import any_tracer, apply_traced, is_tracer
+from .values import Perturbed, primal_value
+
+
+# ---------------------------------------------------------------- plain vectors
+
+def _ravel(x, what):
+    """A plain structure as one float64 vector, and the function rebuilding it."""
+    leaves, tree = flatten(x)
+    for k, a in enumerate(leaves):
+        if isinstance(a, Perturbed):
+            raise InvalidInputError(
+                f"{what} returned a value carrying a perturbation although its arguments "
+                "carried none: the function reads a value being differentiated from its "
+                "closure (or a global). Pass that value as one of the solver's params, so "
+                "that its derivative is the implicit one")
+    arrays = [np.asarray(a, dtype=float) for a in leaves]
+    shapes = [a.shape for a in arrays]
+    numbers = [not isinstance(a, (np.ndarray, np.generic)) for a in leaves]
+    sizes = [a.size for a in arrays]
+    vec = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
+
+    def unravel(v):                       # (v may be traced, inside nd.stage)
+        from . import numpy as anp
+        plain, out, at = v.__class__ is np.ndarray, [], 0
+        for shape, size, number in zip(shapes, sizes, numbers):
+            part = v[at:at + size]
+            at += size
+            if number:
+                out.append(float(part[0]) if plain else part[0])
+            else:
+                out.append(part.reshape(shape) if plain else anp.reshape(part, shape))
+        return tree.build(out)
+    return vec, unravel
+
+
+def _max_abs(v):
+    return float(np.max(np.abs(v))) if v.size else 0.0
+
+
+def _plain_call(name, fn, params, example):
+    """``fn(params)`` on plain params; inside a trace, recorded as one opaque call that
+    runs ``fn`` when the program runs (``example`` gives the output's structure)."""
+    leaves, tree = flatten(tuple(params))
+    if not any_tracer(leaves):
+        return fn(params)
+    op = _SolverCall(name, lambda *vals: _ravel(fn(tree.build(list(vals))), name)[0])
+    flat = apply_traced(op, leaves, {})
+    _, unravel = _ravel(primal_tree(example), name)
+    return unravel(flat)
+
+
+class _SolverCall:
+    """A solver run on plain values, as staged code calls it (no rules: derivatives are
+    taken before tracing reaches it)."""
+    __slots__ = ('name', 'plain', 'emit', 'jvps', 'vjps', 'jvp_joint', 'user')
+
+    def __init__(self, name, plain):
+        self.name, self.plain, self.emit, self.user = f"nestad.{name}", plain, None, True
+        self.jvps = self.vjps = self.jvp_joint = None
+
+    def __repr__(self):
+        return f"<solver {self.name}>"
+
+
+# ---------------------------------------------------------------- implicit functions
+
+def _implicit(solve, residual, solve_jx, params, what):
+    """``x(params)`` with ``residual(x, *params) = 0``, ``solve(params)`` computing it
+    from params without a perturbation; ``solve_jx(x, params, rhs, transpose)`` solves
+    ``J_x z = rhs`` (``J_x^T z = rhs``) differentiably in ``x`` and ``params``."""
+    from .operators import vjp
+    leaves, tree = flatten(tuple(params))
+    if not any(isinstance(a, Perturbed) for a in leaves):
+        return solve(tuple(params))
+    top, carried, primals, forward = peel(leaves)
+    p = tree.build(primals)
+    x = _implicit(solve, residual, solve_jx, p, what)
+    chosen = [a for a, c in zip(primals, carried) if c]
+
+    def residual_of_chosen(*ch):          # residual(x, p) as a function of run top's leaves
+        it = iter(ch)
+        return residual(x, *tree.build([next(it) if c else a for a, c in zip(primals, carried)]))
+    if forward:
+        def tangent(tangents):            # dx = -J_x^-1 J_p dp for one direction dp
+            r = _push(residual_of_chosen, chosen, tangents, what)
+            return tree_map(lambda d: -d, solve_jx(x, p, r, False))
+        tangents = [a.tangent for a, c in zip(leaves, carried) if c]
+        return forward_result(top, x, _each_direction(tangent, tangents, chosen, x))
+
+    def pullback(prims, ct):
+        w = solve_jx(x, p, ct, True)
+        _, pb = vjp(residual_of_chosen, *chosen)
+        return [tree_map(lambda c: -c, c) for c in pb(w)]
+    return recomputing_cells(top, leaves, carried, primals, x, pullback, what)
+
+
+def _push(fn, primals, tangents, what):
+    """The tangent of ``fn(*primals)`` along ``tangents`` (one forward pass; primals and
+    tangents are lists of arguments, numbers, arrays or structures)."""
+    leaves, tree = flatten(tuple(primals))
+    t_leaves = flatten(tuple(tangents))[0]
+    tag = perturbation.fresh()
+    try:
+        args = tree.build([make_bundle(tag, a, t) for a, t in zip(leaves, t_leaves)])
+        return tangent_of(tag, fn(*args), what)
+    finally:
+        perturbation.retire(tag)
+
+
+def _each_direction(tangent, tangents, primals, out):
+    """``tangent(tangents)`` for tangents that may carry leading batch axes (``jacobian_f``
+    pushes many directions at once): one direction at a time, stacked back."""
+    from . import numpy as anp
+    t_leaves, t_tree = flatten(tuple(tangents))
+    p_leaves = flatten(tuple(primals))[0]
+    nb = anp._nbatch(t_leaves[0], p_leaves[0])
+    if nb == 0:
+        return tangent(tangents)
+    batch = anp._shape(t_leaves[0])[:nb]
+    count = int(np.prod(batch))
+    flat = [anp.reshape(t, (count,) + anp._shape(a)) for t, a in zip(t_leaves, p_leaves)]
+    each = [flatten(tangent(t_tree.build([t[k] for t in flat])))[0] for k in range(count)]
+    out_leaves, out_tree = flatten(out)
+    return out_tree.build([
+        anp.reshape(anp.stack([e[j] for e in each]) if count else np.zeros((0,) + anp._shape(o)),
+                    batch + anp._shape(o))
+        for j, o in enumerate(out_leaves)])
+
+
+# ---------------------------------------------------------------- linear_solve
+
+_LINEAR_METHODS = ("cg", "gmres", "direct")
+
+
+def linear_solve(matvec, b, *params, method=None, symmetric=None, tol=1e-12, maxiter=None):
+    """The ``x`` with ``matvec(x, *params) = b``, ``matvec`` linear in ``x`` (``x`` and
+    ``b`` numbers, arrays or structures of the same shape).
+
+    ``method``: ``"cg"`` (conjugate gradients: ``A`` symmetric positive definite),
+    ``"gmres"`` (any nonsingular ``A``) or ``"direct"`` (``A``'s matrix built from
+    ``n`` products, then LU); the default is ``"cg"`` when ``symmetric=True``, else
+    ``"gmres"``.  ``symmetric`` says ``A^T = A`` (``"cg"`` implies it); otherwise ``A^T``
+    is applied by nestad's vjp of ``matvec``.  ``tol`` bounds the residual relative to
+    ``b``.  Derivatives with respect to ``b`` and ``params`` are solves with ``A^T``
+    (reverse) or ``A`` (forward), in every mode and to any order."""
+    if not callable(matvec):
+        raise InvalidInputError(f"linear_solve(matvec, b, *params): matvec must be a function "
+                                f"v -> A v, not {type(matvec).__name__}")
+    if method is None:
+        method = "cg" if symmetric else "gmres"
+    if method not in _LINEAR_METHODS:
+        raise InvalidInputError(f"linear_solve: method must be one of {', '.join(_LINEAR_METHODS)}; "
+                                f"got {method!r}")
+    if symmetric is None:
+        symmetric = method == "cg"
+    if method == "cg" and not symmetric:
+        raise InvalidInputError("linear_solve: method='cg' needs a symmetric positive definite "
+                                "operator, but symmetric=False was given; use method='gmres' "
+                                "or method='direct'")
+    return _linear_solve(matvec, None, b, tuple(params), method, bool(symmetric), tol, maxiter)
+
+
+def _transposed(matvec, rmatvec, symmetric):
+    """``v -> A^T v`` for ``A v = matvec(v, *p)``: given, ``A`` itself, or nestad's vjp."""
+    if symmetric:
+        return matvec
+    if rmatvec is not None:
+        return rmatvec
+
+    def by_vjp(w, *p):
+        from .operators import vjp
+        zero = tree_map(lambda a: np.zeros(np.shape(primal_value(a))) if np.shape(primal_value(a))
+                        else 0.0, w)
+        return vjp(lambda v: matvec(v, *p), zero)[1](w)[0]
+    return by_vjp
+
+
+def _linear_solve(matvec, rmatvec, b, params, method, symmetric, tol, maxiter):
+    def residual(x, b, *p):
+        return tree_map_pair(lambda ax, bb: ax - bb, matvec(x, *p), b)
+
+    def solve(bp):
+        b, *p = bp
+        return _plain_call("linear_solve", lambda q: _solve_plain(matvec, q[0], q[1:], method,
+                                                                  tol, maxiter), bp, b)
+
+    def solve_jx(x, bp, rhs, transpose):
+        mv, rmv = (_transposed(matvec, rmatvec, symmetric), matvec) if transpose \
+            else (matvec, rmatvec)
+        return _linear_solve(mv, rmv, rhs, tuple(bp[1:]), method, symmetric, tol, maxiter)
+    return _implicit(solve, residual, solve_jx, (b,) + params, "linear_solve")
+
+
+def tree_map_pair(fn, a, b):
+    """``fn`` leaf by leaf over two structures of the same shape."""
+    la, ta = flatten(a)
+    lb, tb = flatten(b)
+    if len(la) != len(lb) or ta.signature() != tb.signature():
+        raise InvalidInputError("linear_solve: matvec(x) must return the structure of b (x and "
+                                "b have the same structure)")
+    return ta.build([fn(x, y) for x, y in zip(la, lb)])
+
+
+def _solve_plain(matvec, b, params, method, tol, maxiter):
+    bv, unravel = _ravel(b, "linear_solve's b")
+    n = bv.size
+
+    def A(v):
+        out, _ = _ravel(matvec(unravel(v), *params), "linear_solve's matvec")
+        if out.shape != v.shape:
+            raise InvalidInputError(f"linear_solve: matvec returned {out.size} numbers for an x "
+                                    f"of {n}; it must return the structure of b")
+        return out
+    if method == "direct":
+        M = np.column_stack([A(e) for e in np.eye(n)]) if n else np.zeros((0, 0))
+        try:
+            x = np.linalg.solve(M, bv)
+        except np.linalg.LinAlgError:
+            raise NestadError(f"linear_solve (direct): the {n}x{n} operator is singular; "
+                              "check matvec, or use method='gmres' for a least-squares "
+                              "answer") from None
+        if not np.all(np.isfinite(x)):
+            raise NestadError("linear_solve (direct): the solution is not finite (the "
+                              "operator or b holds inf or nan)")
+        return unravel(x)
+    maxiter = maxiter or max(10 * n, 100)
+    x = (_cg if method == "cg" else _gmres)(A, bv, tol, maxiter)
+    return unravel(x)
+
+
+def _not_converged(method, k, r, b):
+    return NestadError(f"linear_solve ({method}) did not converge in {k} iterations: the "
+                       f"residual |A x - b| is {r:.3g} (|b| = {b:.3g}); check that the operator "
+                       "is nonsingular" + (" and symmetric positive definite" if method == "cg"
+                                           else "") + ", or raise maxiter or tol")
+
+
+def _cg(A, b, tol, maxiter):
+    x = np.zeros_like(b)
+    bn = np.linalg.norm(b)
+    if bn == 0:
+        return x
+    r = b.copy()
+    p = r.copy()
+    rr = r @ r
+    for k in range(maxiter):
+        if math.sqrt(rr) <= tol * bn:
+            return x
+        Ap = A(p)
+        pAp = p @ Ap
+        if not pAp > 0:
+            raise NestadError(f"linear_solve (cg): the operator is not positive definite (p^T A p "
+                              f"= {pAp:.3g} at iteration {k}); use method='gmres' or 'direct'")
+        alpha = rr / pAp
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr, rr_old = r @ r, rr
+        p = r + (rr / rr_old) * p
+    rn = np.linalg.norm(b - A(x))
+    if rn <= tol * bn:
+        return x
+    raise _not_converged("cg", maxiter, rn, bn)
+
+
+def _gmres(A, b, tol, maxiter, restart=60):
+    n = b.size
+    x = np.zeros_like(b)
+    bn = np.linalg.norm(b)
+    if bn == 0:
+        return x
+    m = min(restart, n)
+    k = 0
+    while k < maxiter:
+        r = b - A(x)
+        beta = np.linalg.norm(r)
+        if beta <= tol * bn:
+            return x
+        V = np.zeros((m + 1, n))
+        H = np.zeros((m + 1, m))
+        V[0] = r / beta
+        for j in range(m):
+            w = A(V[j])
+            k += 1
+            for i in range(j + 1):            # modified Gram-Schmidt, twice for stability
+                H[i, j] = V[i] @ w
+                w = w - H[i, j] * V[i]
+            for i in range(j + 1):
+                c = V[i] @ w
+                H[i, j] += c
+                w = w - c * V[i]
+            H[j + 1, j] = np.linalg.norm(w)
+            e = np.zeros(j + 2)
+            e[0] = beta
+            y = np.linalg.lstsq(H[:j + 2, :j + 1], e, rcond=None)[0]
+            res = np.linalg.norm(H[:j + 2, :j + 1] @ y - e)
+            if H[j + 1, j] <= 1e-14 * beta or res <= tol * bn * 0.5 or j == m - 1 or k >= maxiter:
+                x = x + V[:j + 1].T @ y
+                break
+            V[j + 1] = w / H[j + 1, j]
+    rn = np.linalg.norm(b - A(x))
+    if rn <= tol * bn:
+        return x
+    raise _not_converged("gmres", k, rn, bn)
+
+
+# ---------------------------------------------------------------- root and minimize
+
+def _linear_method(x, method):
+    if method is not None:
+        return method
+    return "direct" if _ravel(primal_tree(x), "root")[0].size <= 200 else "gmres"
+
+
+def primal_tree(x):
+    """``x`` with every perturbation and trace removed (an example of its shape)."""
+    def plain(a):
+        a = primal_value(a)
+        return a.val if is_tracer(a) else a
+    return tree_map(plain, x)
+
+
+def _jacobian_solver(F, symmetric, method, tol):
+    """``solve_jx`` for ``_implicit``: solves with ``J_x`` of ``F(x, *p)``, its products
+    by nestad's jvp (and vjp for ``J_x^T``), as a ``linear_solve`` in ``x`` and ``p`` so
+    that it is differentiated in turn."""
+    from .operators import vjp
+
+    def mv(v, x, *p):
+        return _push(lambda x: F(x, *p), [x], [v], "root")
+
+    def rmv(w, x, *p):
+        return vjp(lambda x: F(x, *p), x)[1](w)[0]
+
+    def solve_jx(x, p, rhs, transpose):
+        a, b = (rmv, mv) if transpose and not symmetric else (mv, rmv)
+        return _linear_solve(a, b, rhs, (x,) + tuple(p), _linear_method(x, method), symmetric,
+                             tol, None)
+    return solve_jx
+
+
+def _check_function(f, name):
+    if not callable(f):
+        raise InvalidInputError(f"{name}(f, x0, *params): f must be a function, not "
+                                f"{type(f).__name__}")
+
+
+def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None):
+    """The ``x`` near ``x0`` with ``f(x, *params) = 0`` (``x`` and ``f``'s value numbers,
+    arrays or structures with as many entries).
+
+    The default solver is Newton's method with a backtracking line search on
+    ``|f|^2``, its Jacobian by nestad's forward mode; it stops when a step changes no
+    entry by more than ``tol`` (relative to the largest entry, at least 1), and raises
+    if it has not after ``maxiter`` steps.  ``solver(fun, x0) -> x`` replaces it: any
+    function on plain values (a wrapper of ``scipy.optimize.root``, say); its answer is
+    checked (``|f(x)|`` small).  Derivatives with respect to ``params`` are implicit,
+    ``dx = -J_x^-1 J_p dp``, by ``linear_solve`` with ``J_x`` (``linear_method``: default
+    ``"direct"`` up to 200 unknowns, else ``"gmres"``), in every mode, to any order;
+    ``x0`` carries no derivative."""
+    _check_function(f, "root")
+    if solver is not None and not callable(solver):
+        raise InvalidInputError("root: solver must be a function solver(fun, x0) -> x on plain "
+                                f"values, not {type(solver).__name__}")
+    x0 = primal_tree(x0)
+    _check_limits("root", tol, maxiter)
+
+    def solve(p):
+        return _plain_call("root", lambda q: _newton_root(f, x0, q, tol, maxiter, solver),
+                           p, x0)
+    return _implicit(solve, f, _jacobian_solver(f, False, linear_method, tol), params, "root")
+
+
+def _check_limits(name, tol, maxiter):
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise InvalidInputError(f"{name}: tol must be a positive number, not {tol!r}")
+    if not (isinstance(maxiter, int) and maxiter >= 1):
+        raise InvalidInputError(f"{name}: maxiter must be an int >= 1, not {maxiter!r}")
+
+
+def _vector_function(f, x0, params, name):
+    """``f(x, *params)`` as a function of a plain vector, and x0 as a vector."""
+    x0v, unravel = _ravel(x0, name)
+
+    def F(v):
+        out, _ = _ravel(f(unravel(v), *params), f"{name}'s function")
+        return out
+    return F, x0v, unravel
+
+
+def _jacobian(f, x, params, unravel, n):
+    """The Jacobian of the raveled ``f`` at the plain vector ``x``: one forward pass with
+    all unit directions as a batch."""
+    leaves, tree = flatten(unravel(x))
+    eye, at, tangents = np.eye(n), 0, []
+    for a in leaves:
+        shape = np.shape(a)
+        size = int(np.prod(shape))
+        tangents.append(eye[:, at:at + size].reshape((n,) + shape))
+        at += size
+    tag = perturbation.fresh()
+    try:
+        args = [make_bundle(tag, a, t) for a, t in zip(leaves, tangents)]
+        y = f(tree.build(args), *params)
+        values = flatten(primal_of(tag, y, "root"))[0]
+        out = flatten(tangent_of(tag, y, "root"))[0]
+    finally:
+        perturbation.retire(tag)
+    cols = [np.broadcast_to(np.asarray(t, float), (n,) + np.shape(v)).reshape(n, -1)
+            for t, v in zip(out, values)]
+    return np.concatenate(cols, axis=1).T if cols else np.zeros((0, n))
+
+
+def _newton_root(f, x0, params, tol, maxiter, solver):
+    F, x, unravel = _vector_function(f, x0, params, "root")
+    Fx = F(x)
+    if Fx.size != x.size:
+        raise InvalidInputError(f"root: f(x) has {Fx.size} entries for an x of {x.size}; a root "
+                                "needs as many equations as unknowns (use minimize for least "
+                                "squares)")
+    start = max(1.0, _max_abs(Fx))
+    if solver is not None:
+        x = _ravel(solver(lambda v: unravel(F(_ravel(v, "root's solver")[0])), unravel(x)),
+                   "root's solver")[0]
+        _check_residual(F(x), start, "the given solver")
+        return unravel(x)
+    n = x.size
+    for k in range(maxiter):
+        if not np.all(np.isfinite(Fx)):
+            raise NestadError(f"root: f(x) is not finite after {k} Newton iterations; start "
+                              "closer to the root")
+        if not Fx.any():
+            return unravel(x)
+        J = _jacobian(f, x, params, unravel, n)
+        try:
+            dx = np.linalg.solve(J, -Fx)
+        except np.linalg.LinAlgError:
+            dx = np.linalg.lstsq(J, -Fx, rcond=None)[0]
+        scale = max(1.0, _max_abs(x))
+        small = _max_abs(dx) <= tol * scale
+        phi0, t = Fx @ Fx, 1.0
+        while True:                       # backtracking on |F|^2 (Armijo)
+            xn = x + t * dx
+            Fn = F(xn)
+            if small or (np.all(np.isfinite(Fn)) and Fn @ Fn <= (1 - 1e-4 * t) * phi0):
+                break
+            t *= 0.5
+            if t < 1e-12:
+                raise NestadError(
+                    f"root: the line search found no decrease of |f| after {k} Newton "
+                    f"iterations (max |f(x)| = {_max_abs(Fx):.3g}): x is near a minimum of "
+                    "|f| that is not a root, or the Jacobian is singular there; start "
+                    "elsewhere or pass solver=")
+        x, Fx = xn, Fn
+        if _max_abs(t * dx) <= tol * scale:
+            _check_residual(Fx, start, "Newton's method")
+            return unravel(x)
+    raise NestadError(f"root: Newton's method did not converge in {maxiter} iterations (the "
+                      f"last step changed an entry by {_max_abs(t * dx):.3g}, max |f(x)| = "
+                      f"{_max_abs(Fx):.3g}); start closer to the root, or raise maxiter")
+
+
+def _check_residual(Fx, start, who):
+    r = _max_abs(Fx)
+    if not r <= 1e-8 * start:
+        raise NestadError(f"root: {who} returned an x where max |f(x)| = {r:.3g} (at x0 it "
+                          f"was {start:.3g}), not a root: it did not converge")
+
+
+_MINIMIZE_METHODS = ("newton", "bfgs", "l-bfgs")
+
+
+def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_method=None):
+    """The ``x`` near ``x0`` where the real ``f(x, *params)`` is least (a local minimum;
+    ``x`` a number, array or structure).
+
+    ``method``: ``"bfgs"``, ``"l-bfgs"`` (limited memory) or ``"newton"`` (the exact
+    Hessian, by nestad, with a line search), all with nestad's exact gradient; or
+    ``"scipy:NAME"`` for ``scipy.optimize.minimize(method=NAME)`` fed the exact gradient
+    and Hessian-vector products.  Converged when the largest gradient entry is at most
+    ``tol`` (times ``max(1, |f|)``); raises otherwise after ``maxiter`` iterations.
+    Derivatives with respect to ``params`` go through the optimality condition
+    ``grad_x f(x, p) = 0``: ``dx = -H^-1 d(grad_x f)/dp dp``, in every mode, to any
+    order; ``x0`` carries no derivative."""
+    _check_function(f, "minimize")
+    _check_limits("minimize", tol, maxiter)
+    if not (method in _MINIMIZE_METHODS or isinstance(method, str) and method.startswith("scipy:")):
+        raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)} "
+                                f"or 'scipy:NAME' (a scipy.optimize.minimize method); got {method!r}")
+    x0 = primal_tree(x0)
+
+    def gradient(x, *p):
+        from .operators import gradient_r
+        return gradient_r(f)(x, *p)
+
+    def solve(p):
+        return _plain_call("minimize", lambda q: _minimize_plain(f, x0, q, method, tol, maxiter),
+                           p, x0)
+    return _implicit(solve, gradient, _jacobian_solver(gradient, True, linear_method, tol),
+                     params, "minimize")
+
+
+def _minimize_plain(f, x0, params, method, tol, maxiter):
+    from .operators import hvp, value_and_gradient_r
+    x, unravel = _ravel(x0, "minimize")
+
+    def fg(v):
+        value, g = value_and_gradient_r(f)(unravel(v), *params)
+        if np.size(primal_value(value)) != 1 or isinstance(value, Perturbed):
+            _ravel(value, "minimize's function")
+            raise InvalidInputError("minimize: f(x, *params) must return one real number")
+        return float(np.reshape(value, ())), _ravel(g, "minimize's gradient")[0]
+
+    def hessian(v):
+        n = v.size
+        return np.column_stack([_ravel(hvp(lambda u: f(u, *params), unravel(v), unravel(e)),
+                                       "minimize's Hessian")[0] for e in np.eye(n)])
+    if method.startswith("scipy:"):
+        from scipy.optimize import minimize as scipy_minimize
+        name = method[len("scipy:"):]
+        hessp = (lambda v, d: _ravel(hvp(lambda u: f(u, *params), unravel(v), unravel(d)),
+                                     "minimize's Hessian")[0])
+        takes_hessp = name.lower() in ("newton-cg", "trust-ncg", "trust-krylov", "trust-constr")
+        r = scipy_minimize(fg, x, jac=True, method=name, hessp=hessp if takes_hessp else None,
+                           tol=tol * max(1.0, abs(fg(x)[0])),
+                           options={"maxiter": maxiter})
+        value, g = fg(r.x)
+        if not _max_abs(g) <= tol * max(1.0, abs(value)):
+            raise NestadError(f"minimize: scipy's {name} stopped after {r.nit} iterations with "
+                              f"max |grad f| = {_max_abs(g):.3g} ({r.message}); not a minimum "
+                              f"to tol={tol:g}: raise maxiter or use another method")
+        return unravel(r.x)
+    value, g = fg(x)
+    n, Hinv, memory = x.size, None, []
+    for k in range(maxiter):
+        if not (math.isfinite(value) and np.all(np.isfinite(g))):
+            raise NestadError(f"minimize ({method}): f or its gradient is not finite after {k} "
+                              "iterations; start elsewhere")
+        if _max_abs(g) <= tol * max(1.0, abs(value)):
+            return unravel(x)
+        if method == "newton":
+            H = hessian(x)
+            try:
+                np.linalg.cholesky(H)
+                d = np.linalg.solve(H, -g)
+            except np.linalg.LinAlgError:          # not convex here: shift to a descent direction
+                shift = max(0.0, -np.linalg.eigvalsh(H)[0]) + 1e-6 * max(1.0, np.abs(H).max())
+                d = np.linalg.solve(H + shift * np.eye(n), -g)
+        elif method == "bfgs":
+            d = -g if Hinv is None else -(Hinv @ g)
+        else:
+            d = _two_loop(g, memory)
+        if not d @ g < 0:
+            d = -g
+        t, slope = 1.0, d @ g
+        if k == 0 and method != "newton":
+            t = min(1.0, 1.0 / max(1e-300, math.sqrt(g @ g)))
+        while True:                                 # backtracking (Armijo)
+            xn = x + t * d
+            vn, gn = fg(xn)
+            if math.isfinite(vn) and vn <= value + 1e-4 * t * slope:
+                break
+            # near the minimum f's decrease is below its rounding: a smaller gradient
+            # still shows progress (Hager and Zhang's approximate Wolfe condition)
+            if vn <= value + 1e-14 * abs(value) and gn @ gn < g @ g:
+                break
+            t *= 0.5
+            if t * _max_abs(d) <= 1e-16 * max(1.0, _max_abs(x)):
+                raise NestadError(
+                    f"minimize ({method}): the line search found no decrease after {k} "
+                    f"iterations (max |grad f| = {_max_abs(g):.3g}, f = {value:.6g}): the "
+                    f"gradient is not f's, or the minimum is reached to rounding but not to "
+                    f"tol={tol:g}; raise tol")
+        s, y = xn - x, gn - g
+        if s @ y > 1e-12 * math.sqrt((s @ s) * (y @ y)):
+            if method == "bfgs":
+                rho = 1.0 / (s @ y)
+                if Hinv is None:
+                    Hinv = np.eye(n) * ((s @ y) / (y @ y))
+                V = np.eye(n) - rho * np.outer(s, y)
+                Hinv = V @ Hinv @ V.T + rho * np.outer(s, s)
+            else:
+                memory = (memory + [(s, y)])[-10:]
+        x, value, g = xn, vn, gn
+    raise NestadError(f"minimize ({method}) did not converge in {maxiter} iterations (max "
+                      f"|grad f| = {_max_abs(g):.3g}, f = {value:.6g}); raise maxiter or tol, or "
+                      "try method='newton'")
+
+
+def _two_loop(g, memory):
+    """L-BFGS's direction ``-H g`` from the last pairs ``(s, y)``."""
+    q, alphas = g.copy(), []
+    for s, y in reversed(memory):
+        a = (s @ q) / (s @ y)
+        alphas.append(a)
+        q = q - a * y
+    if memory:
+        s, y = memory[-1]
+        q = q * ((s @ y) / (y @ y))
+    for (s, y), a in zip(memory, reversed(alphas)):
+        q = q + s * (a - (y @ q) / (s @ y))
+    return -q
