@@ -632,3 +632,231 @@ def _two_loop(g, memory):
     for (s, y), a in zip(memory, reversed(alphas)):
         q = q + s * (a - (y @ q) / (s @ y))
     return -q
+
+
+# ---------------------------------------------------------------- odeint
+
+# Dormand and Prince's RK5(4)7M with its free 4th-order interpolant, as scipy's RK45.
+_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1])
+_A = [np.array(a) for a in ([], [1 / 5], [3 / 40, 9 / 40], [44 / 45, -56 / 15, 32 / 9],
+                            [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
+                            [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656])]
+_B = np.array([35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+_E = np.array([-71 / 57600, 0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40])
+_P = np.array([
+    [1, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
+    [0, 0, 0, 0],
+    [0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
+    [0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
+    [0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
+    [0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
+    [0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423]])
+
+
+def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000):
+    """The solution of ``dy/dt = f(y, t, *params)``, ``y(t[0]) = y0``, at every time in
+    ``t`` (increasing or decreasing), as scipy's and JAX's ``odeint``: an array with a
+    leading axis of ``len(t)`` (for a structure ``y0``, the same structure of such
+    arrays).
+
+    Adaptive Dormand-Prince RK45 with scipy's step control and interpolant, so the values
+    are ``scipy.integrate.solve_ivp(method='RK45', t_eval=t)``'s at the same ``rtol``
+    and ``atol``.  Derivatives with respect to ``y0`` and ``params`` are those of the
+    exact solution, to the tolerances: forward mode integrates the sensitivity
+    equations with the solution, reverse mode the adjoint equations backwards from the
+    solution kept at the times ``t`` only (memory independent of the number of steps).
+    Both are ``odeint`` calls themselves, so derivatives nest to any order.  Raises if
+    an interval between two times needs more than ``mxstep`` steps."""
+    if not callable(f):
+        raise InvalidInputError(f"odeint(f, y0, t, *params): f must be a function f(y, t, "
+                                f"*params), not {type(f).__name__}")
+    if any(isinstance(a, Perturbed) for a in flatten(t)[0]):
+        raise InvalidInputError("odeint: the times t carry a derivative; odeint differentiates "
+                                "with respect to y0 and params only. Pass the times as plain "
+                                "numbers (or make a time scale one of the params and multiply "
+                                "f by it)")
+    tv = t if is_tracer(t) else np.asarray(t, dtype=float)
+    if np.ndim(tv) != 1 or np.shape(tv)[0] < 1:
+        raise InvalidInputError(f"odeint: t must be a 1-d array of at least one time, not shape "
+                                f"{np.shape(tv)}")
+    if not is_tracer(tv):
+        d = np.diff(tv)
+        if not (np.all(d > 0) or np.all(d < 0)) or not np.all(np.isfinite(tv)):
+            raise InvalidInputError("odeint: the times t must be finite and strictly increasing "
+                                    "(or strictly decreasing)")
+    for name, v in (("rtol", rtol), ("atol", atol)):
+        if not (isinstance(v, (int, float)) and v > 0):
+            raise InvalidInputError(f"odeint: {name} must be a positive number, not {v!r}")
+    return _odeint(f, y0, tv, tuple(params), (rtol, atol, mxstep))
+
+
+def _index(tree, i):
+    return tree_map(lambda a: a[i], tree)
+
+
+def _odeint(f, y0, t, params, opts):
+    leaves, tree = flatten((y0, params))
+    n_y = len(flatten(y0)[0])
+    if not any(isinstance(a, Perturbed) for a in leaves):
+        example = tree_map(lambda a: np.zeros((np.shape(t)[0],) + np.shape(a)), primal_tree(y0))
+        return _plain_call("odeint", lambda q: _rk45(f, q[0], q[1], q[2], opts),
+                           (y0, t, params), example)
+    top, carried, primals, forward = peel(leaves)
+    y0p, pp = tree.build(primals)
+    ys = _odeint(f, y0p, t, pp, opts)
+    p_leaves, p_tree = flatten(pp)
+    chosen_p = [a for a, c in zip(p_leaves, carried[n_y:]) if c]
+
+    def f_of_chosen(y, tt, p, ch):            # f with run top's param leaves given apart
+        it = iter(ch)
+        return f(y, tt, *p_tree.build([next(it) if c else a
+                                       for a, c in zip(flatten(p)[0], carried[n_y:])]))
+    if forward:                               # the sensitivity equations, with the solution
+        from . import numpy as anp
+        tangents = [a.tangent for a, c in zip(leaves, carried) if c]
+        chosen = [a for a, c in zip(primals, carried) if c]
+        nb = anp._nbatch(tangents[0], chosen[0])
+        batch = anp._shape(tangents[0])[:nb]          # all directions in one integration
+        count = int(np.prod(batch))
+        if nb:
+            tangents = [anp.reshape(d, (count,) + anp._shape(a)) for d, a in zip(tangents, chosen)]
+        it = iter(tangents)
+        lead = (count,) if nb else ()
+        dy0 = flatten(y0p)[1].build([next(it) if c else np.zeros(lead + np.shape(primal_tree(a)))
+                                     for a, c in zip(primals[:n_y], carried[:n_y])])
+
+        def aug(z, tt, p, ch, dch):
+            y, s = z
+            return _push_both(lambda y, *ch: f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch])
+        s = _odeint(aug, (y0p, dy0), t, (pp, chosen_p, list(it)), opts)[1]
+        if nb:                                # (times, count, ...) to (batch, times, ...)
+            s = tree_map(lambda d: anp.reshape(anp.moveaxis(d, 0, 1),
+                                               batch + anp._shape(d)[:1] + anp._shape(d)[2:]), s)
+        return forward_result(top, ys, s)
+
+    def pullback(prims, ct):                  # the adjoint equations, backwards
+        from .operators import vjp
+
+        def aug(z, tt, p, ch):
+            y, a, _ = z
+            fy, pull = vjp(lambda y, *ch: f_of_chosen(y, tt, p, ch), y, *ch)
+            cts = pull(a)
+            return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
+        n = np.shape(primal_tree(t))[0]
+        a = _index(ct, n - 1)
+        gp = [_zeros(c) for c in chosen_p]
+        for i in range(n - 1, 0, -1):
+            z = (_index(ys, i), a, gp)
+            _, a, gp = _index(_odeint(aug, z, t[i - 1:i + 1][::-1], (pp, chosen_p), opts), 1)
+            a = tree_map_pair(lambda u, v: u + v, a, _index(ct, i - 1))
+        a_leaves = flatten(a)[0]
+        return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
+    return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
+
+
+def _zeros(a):
+    shape = np.shape(primal_tree(a))
+    return np.zeros(shape) if shape else 0.0
+
+
+def _push_both(fn, primals, tangents):
+    """``(fn(*primals), its tangent along tangents)`` in one forward pass."""
+    leaves, tree = flatten(tuple(primals))
+    t_leaves = flatten(tuple(tangents))[0]
+    tag = perturbation.fresh()
+    try:
+        out = fn(*tree.build([make_bundle(tag, a, t) for a, t in zip(leaves, t_leaves)]))
+        return primal_of(tag, out, "odeint"), tangent_of(tag, out, "odeint")
+    finally:
+        perturbation.retire(tag)
+
+
+def _rms(x):
+    return float(np.linalg.norm(x) / math.sqrt(x.size)) if x.size else 0.0
+
+
+def _rk45(f, y0, t, params, opts):
+    rtol, atol, mxstep = opts
+    t = np.asarray(t, dtype=float)
+    y, unravel = _ravel(y0, "odeint's y0")
+    n, count = y.size, t.size
+
+    def fun(tt, v):
+        out, _ = _ravel(f(unravel(v), tt, *params), "odeint's f")
+        if out.shape != v.shape:
+            raise InvalidInputError(f"odeint: f(y, t, *params) returned {out.size} numbers for a "
+                                    f"y of {n}; it must return dy/dt, shaped like y")
+        return out
+    out = np.empty((count, n))
+    out[0] = y
+    if count > 1 and n:
+        t_now, t_end = t[0], t[-1]
+        direction = 1.0 if t_end > t_now else -1.0
+        fy = fun(t_now, y)
+        h_abs = _initial_step(fun, t_now, y, fy, t_end, direction, rtol, atol)
+        K = np.empty((7, n))
+        j, steps = 1, 0
+        while j < count:
+            min_step = 10 * abs(np.nextafter(t_now, direction * np.inf) - t_now)
+            h_abs = max(h_abs, min_step)
+            rejected = False
+            while True:                       # one accepted step (scipy's RK45._step_impl)
+                if h_abs < min_step:
+                    raise NestadError(f"odeint: the step size fell below {min_step:.3g} at t = "
+                                      f"{t_now:.6g}: the equation is stiff or its solution "
+                                      "blows up there; loosen rtol/atol or check f")
+                t_new = t_now + h_abs * direction
+                if direction * (t_new - t_end) > 0:
+                    t_new = t_end
+                h = t_new - t_now
+                h_abs = abs(h)
+                K[0] = fy
+                for s in range(1, 6):
+                    K[s] = fun(t_now + _C[s] * h, y + h * (K[:s].T @ _A[s]))
+                y_new = y + h * (K[:6].T @ _B)
+                K[6] = f_new = fun(t_new, y_new)
+                scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+                err = _rms((K.T @ _E) * h / scale)
+                if not math.isfinite(err):
+                    raise NestadError(f"odeint: f is not finite near t = {t_now:.6g}; check f "
+                                      "and y0")
+                if err < 1:
+                    factor = 10.0 if err == 0 else min(10.0, 0.9 * err ** -0.2)
+                    h_abs *= min(1.0, factor) if rejected else factor
+                    break
+                h_abs *= max(0.2, 0.9 * err ** -0.2)
+                rejected = True
+            steps += 1
+            Q = K.T @ _P
+            while j < count and direction * (t[j] - t_new) <= 0:
+                x = (t[j] - t_now) / h
+                out[j] = y + h * (Q @ np.cumprod(np.full(4, x)))
+                j += 1
+                steps = 0
+            if steps > mxstep:
+                raise NestadError(f"odeint: more than mxstep={mxstep} steps between t = "
+                                  f"{t[j - 1]:.6g} and {t[j]:.6g} (reached t = {t_new:.6g}, step "
+                                  f"{h_abs:.3g}); the equation may be stiff: loosen rtol/atol "
+                                  "or raise mxstep")
+            t_now, y, fy = t_new, y_new, f_new
+    leaves, tree = flatten(y0)
+    parts, at = [], 0
+    for a in leaves:
+        shape = np.shape(a)
+        size = int(np.prod(shape))
+        parts.append(out[:, at:at + size].reshape((count,) + shape))
+        at += size
+    return tree.build(parts)
+
+
+def _initial_step(fun, t0, y0, f0, t_end, direction, rtol, atol):
+    """scipy's select_initial_step (Hairer, Norsett and Wanner II.4) for order 4."""
+    span = abs(t_end - t0)
+    scale = atol + np.abs(y0) * rtol
+    d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    h0 = min(h0, span)
+    f1 = fun(t0 + h0 * direction, y0 + h0 * direction * f0)
+    d2 = _rms((f1 - f0) / scale) / h0
+    h1 = max(1e-6, h0 * 1e-3) if d1 <= 1e-15 and d2 <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2
+    return min(100 * h0, h1, span)

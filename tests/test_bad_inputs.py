@@ -608,3 +608,32 @@ def test_minimize_that_does_not_converge_names_iterations_and_gradient():
                                              r"\(max \|grad f\| = .*raise maxiter"):
         nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0, maxiter=5)
     assert np.allclose(nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0), [1.0, 1.0], atol=1e-9)
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: nd.odeint(3.0, 1.0, [0.0, 1.0]), r"odeint\(f, y0, t, \*params\): f must be a function"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [[0.0, 1.0]]), r"t must be a 1-d array"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0, 0.5]), r"strictly increasing \(or strictly "
+                                                              r"decreasing\)"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0], rtol=0), r"rtol must be a positive number"),
+    (lambda: nd.odeint(lambda y, t: np.ones(3), np.ones(2), [0.0, 1.0]),
+     r"f\(y, t, \*params\) returned 3 numbers for a y of 2; it must return dy/dt, shaped like y"),
+    (lambda: nd.derivative(lambda s: nd.odeint(lambda y, t: -y, 1.0, anp.stack([0.0, s])))(1.0),
+     r"the times t carry a derivative.*Pass the times as plain numbers"),
+    (lambda: nd.gradient_r(lambda k: nd.odeint(lambda y, t: -k * y, 1.0, [0.0, 1.0])[1])(1.0),
+     r"closure.*Pass that value as one of the solver's params"),
+])
+def test_odeint_arguments_are_checked(call, match):
+    with pytest.raises(InvalidInputError, match=match):
+        call()
+
+
+def test_odeint_that_cannot_finish_names_where_and_what_to_do():
+    # a stiff equation at tight tolerance: more steps than mxstep allows
+    with pytest.raises(nd.NestadError, match=r"odeint: more than mxstep=50 steps between t = 0 and "
+                                             r"10 \(reached t = .*loosen rtol/atol or raise mxstep"):
+        nd.odeint(lambda y, t, k: -k * (y - nd.cos(t)), 0.0, [0.0, 10.0], 1e4, mxstep=50)
+    # y' = y^2 from 1 blows up at t = 1
+    with pytest.raises(nd.NestadError, match=r"odeint: (the step size fell below .* at t = (0.99|1)|f is "
+                                             r"not finite near t = (0.99|1))"):
+        nd.odeint(lambda y, t: y * y, 1.0, [0.0, 2.0])

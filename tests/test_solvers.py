@@ -262,3 +262,116 @@ def test_minimize_staged():
     st = nd.stage(g)
     for lam in (0.7, 2.0):
         close(st(lam), g(lam), 1e-12)
+
+
+# ---------------------------------------------------------------- odeint
+
+def lotka_volterra(y, t, a, b, c, d):
+    return anp.stack([a * y[0] - b * y[0] * y[1], c * y[0] * y[1] - d * y[1]])
+
+
+LV_T = np.linspace(0.0, 5.0, 11)
+LV_Y0 = np.array([1.0, 0.5])
+LV_P = (1.0, 0.6, 0.4, 0.8)
+
+
+@pytest.mark.parametrize('t', [LV_T, LV_T[::-1], LV_T[:1], np.array([0.0, 1e-3, 7.0])])
+def test_odeint_values_are_solve_ivp_rk45(t):
+    integrate = pytest.importorskip('scipy.integrate')
+    ys = nd.odeint(lotka_volterra, LV_Y0, t, *LV_P, rtol=1e-6, atol=1e-9)
+    assert ys.shape == (t.size, 2)
+    if t.size == 1:
+        assert np.array_equal(ys, LV_Y0[None])
+        return
+    fun = lambda s, y: np.asarray(lotka_volterra(y, s, *LV_P))          # noqa: E731
+    want = integrate.solve_ivp(fun, (t[0], t[-1]), LV_Y0, t_eval=t, rtol=1e-6, atol=1e-9).y.T
+    close(ys, want, 1e-13)
+
+
+M = np.array([[-0.5, 1.0], [-1.0, -0.2]])
+TIMES = np.linspace(0.0, 3.0, 4)
+
+
+def expm_series(k):
+    """exp(k M T), d/dk and d2/dk2 of it at T = 3, exactly: Van Loan's block matrices
+    (the exponential of [[A, B, 0], [0, A, B], [0, 0, A]] holds the derivatives along B)."""
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    A, B = k * M * 3.0, M * 3.0
+    Z = np.zeros((2, 2))
+    E = scipy_linalg.expm(np.block([[A, B, Z], [Z, A, B], [Z, Z, A]]))
+    return E[:2, :2], E[:2, 2:4], 2 * E[:2, 4:]
+
+
+def linear_ode(k, y0=np.array([1.0, 0.5])):
+    return nd.odeint(lambda y, t, k: k * (M @ y), y0, TIMES, k, rtol=1e-12, atol=1e-12)[-1]
+
+
+def test_odeint_linear_closed_form():
+    E, _, _ = expm_series(1.3)
+    close(linear_ode(1.3), E @ np.array([1.0, 0.5]), 1e-10)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+def test_odeint_derivatives_against_the_matrix_exponential(modes):
+    E, dE, d2E = expm_series(1.3)
+    w = np.array([0.3, -0.7])
+    y0 = np.array([1.0, 0.5])
+    want = {1: w @ dE @ y0, 2: w @ d2E @ y0}[len(modes)]
+    close(nest(modes, lambda k: anp.sum(w * linear_ode(k)))(1.3), want, 1e-8)
+
+
+def test_odeint_initial_value_derivatives_every_pairing():
+    # y(T) = E y0: the Jacobian is E, the Hessian of |y(T)|^2 is 2 E^T E
+    E, _, _ = expm_series(1.0)
+    y0 = np.array([1.0, 0.5])
+    sol = lambda y0: linear_ode(1.0, y0)                  # noqa: E731
+    close(nd.jacobian_f(sol)(y0), E, 1e-9)
+    close(nd.jacobian_r(sol)(y0), E, 1e-9)
+    sq = lambda y0: anp.sum(sol(y0) ** 2)                 # noqa: E731
+    for outer in 'fr':
+        for inner in (nd.gradient_f, nd.gradient_r):
+            close(JAC[outer](inner(sq))(y0), 2 * E.T @ E, 1e-8)
+
+
+def test_odeint_against_jax():
+    jax = pytest.importorskip('jax')
+    jax.config.update('jax_enable_x64', True)
+    jnp = jax.numpy
+    from jax.experimental.ode import odeint as jodeint
+
+    def jlv(y, t, a, b, c, d):
+        return jnp.stack([a * y[0] - b * y[0] * y[1], c * y[0] * y[1] - d * y[1]])
+    L = lambda y0, *p: anp.sum(nd.odeint(lotka_volterra, y0, LV_T, *p) ** 2)       # noqa: E731
+    JL = lambda y0, *p: jnp.sum(jodeint(jlv, y0, jnp.asarray(LV_T), *p) ** 2)      # noqa: E731
+    want = jax.grad(JL, (0, 1, 2, 3, 4))(jnp.asarray(LV_Y0), *LV_P)
+    for op in (nd.gradient_r, nd.gradient_f):
+        got = op(L, (0, 1, 2, 3, 4))(LV_Y0, *LV_P)
+        for g, w in zip(got, want):
+            close(g, np.asarray(w), 1e-6)
+    # jax.hessian fails on odeint (no forward mode), and jax.jacrev(jax.grad) compiles for
+    # 25 s: the Hessian against finite differences of the gradient, which JAX confirmed
+    Lp = lambda p: L(LV_Y0, *p)                                   # noqa: E731
+    H = nd.hessian(Lp)(np.array(LV_P))
+    close(H, fd_jacobian(nd.gradient_r(Lp), np.array(LV_P), 1e-4), 1e-5)
+
+
+def test_odeint_of_structures_and_numbers():
+    # y = {'x': x, 'v': v}: the harmonic oscillator x'' = -w^2 x; x(t) = cos(w t)
+    f = lambda y, t, w: {'x': y['v'], 'v': -w * w * y['x']}              # noqa: E731
+    x = lambda w: nd.odeint(f, {'x': 1.0, 'v': 0.0}, np.array([0.0, 2.0]), w,
+                            rtol=1e-10, atol=1e-10)['x'][-1]
+    close(x(1.5), math.cos(3.0), 1e-10)
+    close(nd.derivative(x)(1.5), -2.0 * math.sin(3.0), 1e-9)
+    for modes in PAIRINGS:
+        close(nest(modes, x)(1.5), -4.0 * math.cos(3.0), 1e-8)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 2.0, np.array([0.0, 1.0]), k)  # noqa
+    assert decay(0.5).shape == (2,)
+    close(nd.derivative(lambda k: decay(k)[1])(0.5), -2.0 * math.exp(-0.5), 1e-7)
+
+
+def test_odeint_staged():
+    L = lambda p: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T, *p) ** 2)   # noqa: E731
+    g = nd.gradient_r(L)
+    st = nd.stage(g)
+    for p in (LV_P, (1.1, 0.5, 0.4, 0.9)):
+        close(st(p), g(p), 1e-12)
