@@ -350,7 +350,8 @@ def test_odeint_against_jax():
             close(g, np.asarray(w), 1e-6)
     # jax.hessian fails on odeint (no forward mode), and jax.jacrev(jax.grad) compiles for
     # 25 s: the Hessian against finite differences of the gradient, which JAX confirmed
-    Lp = lambda p: L(LV_Y0, *p)                                   # noqa: E731
+    Lp = lambda p: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T, *p, rtol=1e-11,   # noqa
+                                     atol=1e-11) ** 2)
     H = nd.hessian(Lp)(np.array(LV_P))
     close(H, fd_jacobian(nd.gradient_r(Lp), np.array(LV_P), 1e-4), 1e-5)
 
