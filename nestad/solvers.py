@@ -30,7 +30,7 @@ from .custom import forward_result, peel, recomputing_cells
 from .errors import InvalidInputError, NestadError
 from .extraction import primal_of, tangent_of
 from .structures import flatten, tree_map
-from .tracer import any_tracer, apply_traced, is_tracer
+from .tracer import StagingError, any_tracer, apply_traced, is_tracer
 from .values import Perturbed, primal_value
 
 
@@ -245,7 +245,10 @@ def _solve_plain(matvec, b, params, method, tol, maxiter):
                                     f"of {n}; it must return the structure of b")
         return out
     if method == "direct":
-        M = np.column_stack([A(e) for e in np.eye(n)]) if n else np.zeros((0, 0))
+        if isinstance(matvec, _JacobianProduct):
+            M = matvec.matrix(*params)
+        else:
+            M = np.column_stack([A(e) for e in np.eye(n)]) if n else np.zeros((0, 0))
         try:
             x = np.linalg.solve(M, bv)
         except np.linalg.LinAlgError:
@@ -356,19 +359,34 @@ def _jacobian_solver(F, symmetric, method, tol):
     """``solve_jx`` for ``_implicit``: solves with ``J_x`` of ``F(x, *p)``, its products
     by nestad's jvp (and vjp for ``J_x^T``), as a ``linear_solve`` in ``x`` and ``p`` so
     that it is differentiated in turn."""
-    from .operators import vjp
-
-    def mv(v, x, *p):
-        return _push(lambda x: F(x, *p), [x], [v], "root")
-
-    def rmv(w, x, *p):
-        return vjp(lambda x: F(x, *p), x)[1](w)[0]
+    mv, rmv = _JacobianProduct(F, False), _JacobianProduct(F, True)
 
     def solve_jx(x, p, rhs, transpose):
         a, b = (rmv, mv) if transpose and not symmetric else (mv, rmv)
         return _linear_solve(a, b, rhs, (x,) + tuple(p), _linear_method(x, method), symmetric,
                              tol, None)
     return solve_jx
+
+
+class _JacobianProduct:
+    """``(v, x, *p) -> J_x v`` (by a jvp) or ``J_x^T v`` (by a vjp) of ``F(x, *p)``; on
+    plain values ``linear_solve``'s direct method asks it for the whole matrix, which
+    one forward pass with all unit directions gives."""
+    __slots__ = ('F', 'transposed')
+
+    def __init__(self, F, transposed):
+        self.F, self.transposed = F, transposed
+
+    def __call__(self, v, x, *p):
+        if self.transposed:
+            from .operators import vjp
+            return vjp(lambda x: self.F(x, *p), x)[1](v)[0]
+        return _push(lambda x: self.F(x, *p), [x], [v], "root")
+
+    def matrix(self, x, *p):
+        xv, unravel = _ravel(x, "root")
+        J = _jacobian(self.F, xv, p, unravel, xv.size)
+        return J.T if self.transposed else J
 
 
 def _check_function(f, name):
@@ -509,16 +527,19 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     ``method``: ``"bfgs"``, ``"l-bfgs"`` (limited memory) or ``"newton"`` (the exact
     Hessian, by nestad, with a line search), all with nestad's exact gradient; or
     ``"scipy:NAME"`` for ``scipy.optimize.minimize(method=NAME)`` fed the exact gradient
-    and Hessian-vector products.  Converged when the largest gradient entry is at most
+    and Hessian-vector products; or a function ``method(value_and_grad, x0) -> x`` on
+    plain values (the derivative never looks inside it).  Converged when the largest gradient entry is at most
     ``tol`` (times ``max(1, |f|)``); raises otherwise after ``maxiter`` iterations.
     Derivatives with respect to ``params`` go through the optimality condition
     ``grad_x f(x, p) = 0``: ``dx = -H^-1 d(grad_x f)/dp dp``, in every mode, to any
     order; ``x0`` carries no derivative."""
     _check_function(f, "minimize")
     _check_limits("minimize", tol, maxiter)
-    if not (method in _MINIMIZE_METHODS or isinstance(method, str) and method.startswith("scipy:")):
-        raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)} "
-                                f"or 'scipy:NAME' (a scipy.optimize.minimize method); got {method!r}")
+    if not (callable(method) or method in _MINIMIZE_METHODS
+            or isinstance(method, str) and method.startswith("scipy:")):
+        raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)}, "
+                                "'scipy:NAME' (a scipy.optimize.minimize method) or a function "
+                                f"method(value_and_grad, x0) -> x; got {method!r}")
     x0 = primal_tree(x0)
 
     def gradient(x, *p):
@@ -533,7 +554,7 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
 
 
 def _minimize_plain(f, x0, params, method, tol, maxiter):
-    from .operators import hvp, value_and_gradient_r
+    from .operators import gradient_r, hvp, value_and_gradient_r
     x, unravel = _ravel(x0, "minimize")
 
     def fg(v):
@@ -543,10 +564,19 @@ def _minimize_plain(f, x0, params, method, tol, maxiter):
             raise InvalidInputError("minimize: f(x, *params) must return one real number")
         return float(np.reshape(value, ())), _ravel(g, "minimize's gradient")[0]
 
-    def hessian(v):
-        n = v.size
-        return np.column_stack([_ravel(hvp(lambda u: f(u, *params), unravel(v), unravel(e)),
-                                       "minimize's Hessian")[0] for e in np.eye(n)])
+    def hessian(v):                  # the Jacobian of the gradient: one batched pass
+        return _jacobian(lambda u, *p: gradient_r(f)(u, *p), v, params, unravel, v.size)
+    if callable(method):                     # the user's solver, on plain values
+        def value_and_grad(v):
+            value, g = fg(_ravel(v, "minimize's method")[0])
+            return value, unravel(g)
+        x = _ravel(method(value_and_grad, unravel(x)), "minimize's method")[0]
+        value, g = fg(x)
+        if not _max_abs(g) <= tol * max(1.0, abs(value)):
+            raise NestadError(f"minimize: the given method returned an x where max |grad f| = "
+                              f"{_max_abs(g):.3g}, not a minimum to tol={tol:g}: it did not "
+                              "converge (or raise tol)")
+        return unravel(x)
     if method.startswith("scipy:"):
         from scipy.optimize import minimize as scipy_minimize
         name = method[len("scipy:"):]
@@ -728,7 +758,9 @@ def _odeint(f, y0, t, params, opts):
         def aug(z, tt, p, ch, dch):
             y, s = z
             return _push_both(lambda y, *ch: f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch])
-        s = _odeint(aug, (y0p, dy0), t, (pp, chosen_p, list(it)), opts)[1]
+        dp = list(it)
+        s = _odeint(_staged_when_plain(aug, (y0p, dy0, pp, chosen_p, dp)), (y0p, dy0), t,
+                    (pp, chosen_p, dp), opts)[1]
         if nb:                                # (times, count, ...) to (batch, times, ...)
             s = tree_map(lambda d: anp.reshape(anp.moveaxis(d, 0, 1),
                                                batch + anp._shape(d)[:1] + anp._shape(d)[2:]), s)
@@ -742,16 +774,60 @@ def _odeint(f, y0, t, params, opts):
             fy, pull = vjp(lambda y, *ch: f_of_chosen(y, tt, p, ch), y, *ch)
             cts = pull(a)
             return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
+        rhs = _staged_when_plain(aug, (ys, ct, pp, chosen_p))
         n = np.shape(primal_tree(t))[0]
         a = _index(ct, n - 1)
         gp = [_zeros(c) for c in chosen_p]
         for i in range(n - 1, 0, -1):
             z = (_index(ys, i), a, gp)
-            _, a, gp = _index(_odeint(aug, z, t[i - 1:i + 1][::-1], (pp, chosen_p), opts), 1)
+            _, a, gp = _index(_odeint(rhs, z, t[i - 1:i + 1][::-1], (pp, chosen_p), opts), 1)
             a = tree_map_pair(lambda u, v: u + v, a, _index(ct, i - 1))
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
+
+
+def _staged_when_plain(fn, args):
+    """``fn``, to be integrated by the plain RK45 through ``nd.stage`` if ``args`` (what
+    it will be integrated with) are plain: the sensitivity and adjoint equations'
+    right-hand sides run at every stage of every step, and each is a jvp or vjp of
+    ``f`` whose eager overhead is many times ``f``'s own cost."""
+    leaves = flatten(args)[0]
+    if any(isinstance(a, Perturbed) for a in leaves) or any_tracer(leaves):
+        return fn
+    return _StagedField(fn)
+
+
+class _StagedField:
+    """A right-hand side ``fn(z, t, *params)`` that ``_rk45`` runs as one staged function
+    of flat vectors (``vector_field``).  It is staged for this one integration, so values
+    ``fn`` reads from closures are this call's; what staging cannot hold runs eagerly."""
+    __slots__ = ('fn',)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def vector_field(self, y0, params, t0):
+        from . import numpy as anp
+        from .staging import stage
+        v0, unravel = _ravel(y0, "odeint")
+        p_leaves, p_tree = flatten(tuple(params))
+
+        def flat(v, tt, *leaves):
+            out = self.fn(unravel(v), tt, *p_tree.build(list(leaves)))
+            return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(out)[0]])
+        staged = stage(flat)
+
+        def fun(tt, v):
+            return staged(v, float(tt), *p_leaves)
+        try:
+            fun(t0, v0)
+        except StagingError:
+            return None
+        return fun
 
 
 def _zeros(a):
@@ -781,8 +857,12 @@ def _rk45(f, y0, t, params, opts):
     y, unravel = _ravel(y0, "odeint's y0")
     n, count = y.size, t.size
 
-    def fun(tt, v):
-        out, _ = _ravel(f(unravel(v), tt, *params), "odeint's f")
+    fun = f.vector_field(y0, params, t[0]) if isinstance(f, _StagedField) and n else None
+    if fun is None:
+        def fun(tt, v):
+            return checked(_ravel(f(unravel(v), tt, *params), "odeint's f")[0], v)
+
+    def checked(out, v):
         if out.shape != v.shape:
             raise InvalidInputError(f"odeint: f(y, t, *params) returned {out.size} numbers for a "
                                     f"y of {n}; it must return dy/dt, shaped like y")
@@ -827,7 +907,7 @@ def _rk45(f, y0, t, params, opts):
                 h_abs *= max(0.2, 0.9 * err ** -0.2)
                 rejected = True
             steps += 1
-            Q = K.T @ _P
+            Q = K.T @ _P if direction * (t[j] - t_new) <= 0 else None
             while j < count and direction * (t[j] - t_new) <= 0:
                 x = (t[j] - t_now) / h
                 out[j] = y + h * (Q @ np.cumprod(np.full(4, x)))

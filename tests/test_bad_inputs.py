@@ -578,7 +578,8 @@ def test_solver_reading_a_perturbed_closure_is_refused():
     (lambda: nd.root(lambda x: x, 1.0, maxiter=0), r"root: maxiter must be an int >= 1"),
     (lambda: nd.root(lambda x: x, 1.0, solver=3), r"root: solver must be a function solver\(fun, x0\)"),
     (lambda: nd.minimize(lambda x: x * x, 1.0, method='cg'), r"minimize: method must be one of "
-                                                             r"newton, bfgs, l-bfgs or 'scipy:NAME'"),
+                                                             r"newton, bfgs, l-bfgs, 'scipy:NAME'.* "
+                                                             r"or a function method"),
     (lambda: nd.linear_solve(lambda x: x, 1.0, method='lu'), r"method must be one of cg, gmres, direct"),
     (lambda: nd.linear_solve(np.eye(2), np.ones(2)), r"matvec must be a function v -> A v"),
     (lambda: nd.linear_solve(lambda x: x, 1.0, method='cg', symmetric=False),
@@ -637,3 +638,9 @@ def test_odeint_that_cannot_finish_names_where_and_what_to_do():
     with pytest.raises(nd.NestadError, match=r"odeint: (the step size fell below .* at t = (0.99|1)|f is "
                                              r"not finite near t = (0.99|1))"):
         nd.odeint(lambda y, t: y * y, 1.0, [0.0, 2.0])
+
+
+def test_minimize_given_method_that_does_not_converge():
+    with pytest.raises(nd.NestadError, match=r"minimize: the given method returned an x where "
+                                             r"max \|grad f\| = 2, not a minimum"):
+        nd.minimize(lambda x, a: (x - a) ** 2, 0.0, 1.0, method=lambda vg, x0: x0)

@@ -376,3 +376,23 @@ def test_odeint_staged():
     st = nd.stage(g)
     for p in (LV_P, (1.1, 0.5, 0.4, 0.9)):
         close(st(p), g(p), 1e-12)
+
+
+def test_odeint_with_a_function_staging_cannot_hold():
+    # f converts a value to a Python float (fine on plain values, refused on traced ones):
+    # the adjoint's right-hand side, staged when it can be, then runs eagerly
+    def f(y, t, k):
+        c = 2.0 if float(nd.primal_value(t)) < 10 else 0.0
+        return -k * c * y
+    g = nd.gradient_r(lambda k: nd.odeint(f, 1.0, np.array([0.0, 1.0]), k)[-1])(0.5)
+    close(g, -2.0 * math.exp(-1.0), 1e-7)
+
+
+def test_minimize_with_a_given_method():
+    def descent(value_and_grad, w):
+        for _ in range(2000):
+            w = w - 0.01 * value_and_grad(w)[1]
+        return w
+    sol = lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam, method=descent)  # noqa: E731
+    close(sol(0.7), ridge_closed(0.7), 1e-10)
+    close(nd.jacobian_r(sol)(0.7), nd.jacobian_f(ridge_closed)(0.7), 1e-8)
