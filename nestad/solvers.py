@@ -717,7 +717,7 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000):
     for name, v in (("rtol", rtol), ("atol", atol)):
         if not (isinstance(v, (int, float)) and v > 0):
             raise InvalidInputError(f"odeint: {name} must be a positive number, not {v!r}")
-    return _odeint(f, y0, tv, tuple(params), (rtol, atol, mxstep))
+    return _odeint(f, y0, tv, tuple(params), (rtol, atol, mxstep, {}))
 
 
 def _index(tree, i):
@@ -736,11 +736,6 @@ def _odeint(f, y0, t, params, opts):
     ys = _odeint(f, y0p, t, pp, opts)
     p_leaves, p_tree = flatten(pp)
     chosen_p = [a for a, c in zip(p_leaves, carried[n_y:]) if c]
-
-    def f_of_chosen(y, tt, p, ch):            # f with run top's param leaves given apart
-        it = iter(ch)
-        return f(y, tt, *p_tree.build([next(it) if c else a
-                                       for a, c in zip(flatten(p)[0], carried[n_y:])]))
     if forward:                               # the sensitivity equations, with the solution
         from . import numpy as anp
         tangents = [a.tangent for a, c in zip(leaves, carried) if c]
@@ -754,27 +749,16 @@ def _odeint(f, y0, t, params, opts):
         lead = (count,) if nb else ()
         dy0 = flatten(y0p)[1].build([next(it) if c else np.zeros(lead + np.shape(primal_tree(a)))
                                      for a, c in zip(primals[:n_y], carried[:n_y])])
-
-        def aug(z, tt, p, ch, dch):
-            y, s = z
-            return _push_both(lambda y, *ch: f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch])
         dp = list(it)
-        s = _odeint(_staged_when_plain(aug, (y0p, dy0, pp, chosen_p, dp)), (y0p, dy0), t,
-                    (pp, chosen_p, dp), opts)[1]
+        rhs = _field(_Sensitivity(f, carried[n_y:], p_tree), (y0p, dy0, pp, chosen_p, dp), opts)
+        s = _odeint(rhs, (y0p, dy0), t, (pp, chosen_p, dp), opts)[1]
         if nb:                                # (times, count, ...) to (batch, times, ...)
             s = tree_map(lambda d: anp.reshape(anp.moveaxis(d, 0, 1),
                                                batch + anp._shape(d)[:1] + anp._shape(d)[2:]), s)
         return forward_result(top, ys, s)
 
     def pullback(prims, ct):                  # the adjoint equations, backwards
-        from .operators import vjp
-
-        def aug(z, tt, p, ch):
-            y, a, _ = z
-            fy, pull = vjp(lambda y, *ch: f_of_chosen(y, tt, p, ch), y, *ch)
-            cts = pull(a)
-            return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
-        rhs = _staged_when_plain(aug, (ys, ct, pp, chosen_p))
+        rhs = _field(_Adjoint(f, carried[n_y:], p_tree), (ys, ct, pp, chosen_p), opts)
         n = np.shape(primal_tree(t))[0]
         a = _index(ct, n - 1)
         gp = [_zeros(c) for c in chosen_p]
@@ -787,7 +771,51 @@ def _odeint(f, y0, t, params, opts):
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
 
 
-def _staged_when_plain(fn, args):
+class _Augmented:
+    """A right-hand side made from ``f`` for the params whose leaves ``carried`` marks
+    (given apart, as ``ch``).  Equal when made alike, so that one integration's nested
+    rules stage each kind once (``_field``)."""
+    __slots__ = ('f', 'carried', 'p_tree', 'key')
+
+    def __init__(self, f, carried, p_tree):
+        self.f, self.carried, self.p_tree = f, tuple(carried), p_tree
+        self.key = (type(self), f.key if isinstance(f, _Augmented) else f, self.carried,
+                    p_tree.signature())
+
+    def __eq__(self, other):
+        return isinstance(other, _Augmented) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def f_of_chosen(self, y, tt, p, ch):
+        it = iter(ch)
+        return self.f(y, tt, *self.p_tree.build([next(it) if c else a for a, c in
+                                                 zip(flatten(p)[0], self.carried)]))
+
+
+class _Sensitivity(_Augmented):
+    """``(y, s)' = (f, J_y f s + J_p f dp)``."""
+    __slots__ = ()
+
+    def __call__(self, z, tt, p, ch, dch):
+        y, s = z
+        return _push_both(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch])
+
+
+class _Adjoint(_Augmented):
+    """``(y, a, g)' = (f, -a J_y f, -a J_p f)``, integrated backwards."""
+    __slots__ = ()
+
+    def __call__(self, z, tt, p, ch):
+        from .operators import vjp
+        y, a, _ = z
+        fy, pull = vjp(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), y, *ch)
+        cts = pull(a)
+        return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
+
+
+def _field(fn, args, opts):
     """``fn``, to be integrated by the plain RK45 through ``nd.stage`` if ``args`` (what
     it will be integrated with) are plain: the sensitivity and adjoint equations'
     right-hand sides run at every stage of every step, and each is a jvp or vjp of
@@ -795,17 +823,19 @@ def _staged_when_plain(fn, args):
     leaves = flatten(args)[0]
     if any(isinstance(a, Perturbed) for a in leaves) or any_tracer(leaves):
         return fn
-    return _StagedField(fn)
+    return _StagedField(fn, opts[3])
 
 
 class _StagedField:
     """A right-hand side ``fn(z, t, *params)`` that ``_rk45`` runs as one staged function
-    of flat vectors (``vector_field``).  It is staged for this one integration, so values
-    ``fn`` reads from closures are this call's; what staging cannot hold runs eagerly."""
-    __slots__ = ('fn',)
+    of flat vectors (``vector_field``).  The staged functions are kept for the one
+    ``odeint`` call that made them (``cache``: its nested rules reuse them, and values
+    ``f`` reads from its closure are this call's); what staging cannot hold runs
+    eagerly."""
+    __slots__ = ('fn', 'cache')
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, cache):
+        self.fn, self.cache = fn, cache
 
     def __call__(self, *args):
         return self.fn(*args)
@@ -815,17 +845,26 @@ class _StagedField:
         from .staging import stage
         v0, unravel = _ravel(y0, "odeint")
         p_leaves, p_tree = flatten(tuple(params))
+        y_leaves, y_tree = flatten(y0)
+        key = (self.fn, y_tree.signature(), p_tree.signature(),
+               tuple(np.shape(a) for a in y_leaves))
+        staged = self.cache.get(key)
+        if staged is None:
+            fn = self.fn
 
-        def flat(v, tt, *leaves):
-            out = self.fn(unravel(v), tt, *p_tree.build(list(leaves)))
-            return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(out)[0]])
-        staged = stage(flat)
+            def flat(v, tt, *leaves):
+                out = fn(unravel(v), tt, *p_tree.build(list(leaves)))
+                return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(out)[0]])
+            staged = self.cache[key] = stage(flat)
+        if staged is False:
+            return None
 
         def fun(tt, v):
             return staged(v, float(tt), *p_leaves)
         try:
             fun(t0, v0)
         except StagingError:
+            self.cache[key] = False
             return None
         return fun
 
@@ -852,7 +891,7 @@ def _rms(x):
 
 
 def _rk45(f, y0, t, params, opts):
-    rtol, atol, mxstep = opts
+    rtol, atol, mxstep, _ = opts
     t = np.asarray(t, dtype=float)
     y, unravel = _ravel(y0, "odeint's y0")
     n, count = y.size, t.size
