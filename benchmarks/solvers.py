@@ -31,7 +31,8 @@ What is measured
 
 Each part runs in its own Python process (JAX's in its own too), with one BLAS thread;
 times are CPU time of the process (``time.process_time``: on a loaded machine wall time
-mostly measures the other processes), the median of the samples.  Run: ``PYTHONPATH=. python benchmarks/solvers.py``.
+mostly measures the other processes), the median of the samples.
+Run: ``PYTHONPATH=. python benchmarks/solvers.py``.
 """
 import json
 import os

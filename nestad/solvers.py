@@ -115,7 +115,7 @@ def _implicit(solve, residual, solve_jx, params, what):
         return residual(x, *tree.build([next(it) if c else a for a, c in zip(primals, carried)]))
     if forward:
         def tangent(tangents):            # dx = -J_x^-1 J_p dp for one direction dp
-            r = _push(residual_of_chosen, chosen, tangents, what)
+            r = _push(residual_of_chosen, chosen, tangents, what)[1]
             return tree_map(lambda d: -d, solve_jx(x, p, r, False))
         tangents = [a.tangent for a, c in zip(leaves, carried) if c]
         return forward_result(top, x, _each_direction(tangent, tangents, chosen, x))
@@ -128,14 +128,14 @@ def _implicit(solve, residual, solve_jx, params, what):
 
 
 def _push(fn, primals, tangents, what):
-    """The tangent of ``fn(*primals)`` along ``tangents`` (one forward pass; primals and
-    tangents are lists of arguments, numbers, arrays or structures)."""
+    """``(fn(*primals), its tangent along tangents)`` in one forward pass (primals and
+    tangents are lists of arguments: numbers, arrays or structures)."""
     leaves, tree = flatten(tuple(primals))
     t_leaves = flatten(tuple(tangents))[0]
     tag = perturbation.fresh()
     try:
-        args = tree.build([make_bundle(tag, a, t) for a, t in zip(leaves, t_leaves)])
-        return tangent_of(tag, fn(*args), what)
+        out = fn(*tree.build([make_bundle(tag, a, t) for a, t in zip(leaves, t_leaves)]))
+        return primal_of(tag, out, what), tangent_of(tag, out, what)
     finally:
         perturbation.retire(tag)
 
@@ -182,8 +182,8 @@ def linear_solve(matvec, b, *params, method=None, symmetric=None, tol=1e-12, max
     if method is None:
         method = "cg" if symmetric else "gmres"
     if method not in _LINEAR_METHODS:
-        raise InvalidInputError(f"linear_solve: method must be one of {', '.join(_LINEAR_METHODS)}; "
-                                f"got {method!r}")
+        raise InvalidInputError(f"linear_solve: method must be one of "
+                                f"{', '.join(_LINEAR_METHODS)}; got {method!r}")
     if symmetric is None:
         symmetric = method == "cg"
     if method == "cg" and not symmetric:
@@ -210,7 +210,7 @@ def _transposed(matvec, rmatvec, symmetric):
 
 def _linear_solve(matvec, rmatvec, b, params, method, symmetric, tol, maxiter):
     def residual(x, b, *p):
-        return tree_map_pair(lambda ax, bb: ax - bb, matvec(x, *p), b)
+        return _zip(lambda ax, bb: ax - bb, matvec(x, *p), b)
 
     def solve(bp):
         b, *p = bp
@@ -224,7 +224,7 @@ def _linear_solve(matvec, rmatvec, b, params, method, symmetric, tol, maxiter):
     return _implicit(solve, residual, solve_jx, (b,) + params, "linear_solve")
 
 
-def tree_map_pair(fn, a, b):
+def _zip(fn, a, b):
     """``fn`` leaf by leaf over two structures of the same shape."""
     la, ta = flatten(a)
     lb, tb = flatten(b)
@@ -381,7 +381,7 @@ class _JacobianProduct:
         if self.transposed:
             from .operators import vjp
             return vjp(lambda x: self.F(x, *p), x)[1](v)[0]
-        return _push(lambda x: self.F(x, *p), [x], [v], "root")
+        return _push(lambda x: self.F(x, *p), [x], [v], "root")[1]
 
     def matrix(self, x, *p):
         xv, unravel = _ravel(x, "root")
@@ -528,8 +528,9 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     Hessian, by nestad, with a line search), all with nestad's exact gradient; or
     ``"scipy:NAME"`` for ``scipy.optimize.minimize(method=NAME)`` fed the exact gradient
     and Hessian-vector products; or a function ``method(value_and_grad, x0) -> x`` on
-    plain values (the derivative never looks inside it).  Converged when the largest gradient entry is at most
-    ``tol`` (times ``max(1, |f|)``); raises otherwise after ``maxiter`` iterations.
+    plain values (the derivative never looks inside it).  Converged when the largest
+    gradient entry is at most ``tol`` (times ``max(1, |f|)``); raises otherwise after
+    ``maxiter`` iterations.
     Derivatives with respect to ``params`` go through the optimality condition
     ``grad_x f(x, p) = 0``: ``dx = -H^-1 d(grad_x f)/dp dp``, in every mode, to any
     order; ``x0`` carries no derivative."""
@@ -765,7 +766,7 @@ def _odeint(f, y0, t, params, opts):
         for i in range(n - 1, 0, -1):
             z = (_index(ys, i), a, gp)
             _, a, gp = _index(_odeint(rhs, z, t[i - 1:i + 1][::-1], (pp, chosen_p), opts), 1)
-            a = tree_map_pair(lambda u, v: u + v, a, _index(ct, i - 1))
+            a = _zip(lambda u, v: u + v, a, _index(ct, i - 1))
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
@@ -800,7 +801,7 @@ class _Sensitivity(_Augmented):
 
     def __call__(self, z, tt, p, ch, dch):
         y, s = z
-        return _push_both(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch])
+        return _push(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), [y, *ch], [s, *dch], "odeint")
 
 
 class _Adjoint(_Augmented):
@@ -872,18 +873,6 @@ class _StagedField:
 def _zeros(a):
     shape = np.shape(primal_tree(a))
     return np.zeros(shape) if shape else 0.0
-
-
-def _push_both(fn, primals, tangents):
-    """``(fn(*primals), its tangent along tangents)`` in one forward pass."""
-    leaves, tree = flatten(tuple(primals))
-    t_leaves = flatten(tuple(tangents))[0]
-    tag = perturbation.fresh()
-    try:
-        out = fn(*tree.build([make_bundle(tag, a, t) for a, t in zip(leaves, t_leaves)]))
-        return primal_of(tag, out, "odeint"), tangent_of(tag, out, "odeint")
-    finally:
-        perturbation.retire(tag)
 
 
 def _rms(x):
