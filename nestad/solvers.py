@@ -401,8 +401,8 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
 
     The default solver is Newton's method with a backtracking line search on
     ``|f|^2``, its Jacobian by nestad's forward mode; it stops when a step changes no
-    entry by more than ``tol`` (relative to the largest entry, at least 1), and raises
-    if it has not after ``maxiter`` steps.  ``solver(fun, x0) -> x`` replaces it: any
+    entry by more than ``tol`` relative to the largest entry (near 0: by more than
+    ``tol`` once ``|f|`` stops falling), and raises if it has not after ``maxiter`` steps.  ``solver(fun, x0) -> x`` replaces it: any
     function on plain values (a wrapper of ``scipy.optimize.root``, say); its answer is
     checked (``|f(x)|`` small).  Derivatives with respect to ``params`` are implicit,
     ``dx = -J_x^-1 J_p dp``, by ``linear_solve`` with ``J_x`` (``linear_method``: default
@@ -488,11 +488,13 @@ def _newton_root(f, x0, params, tol, maxiter, solver):
             dx = np.linalg.lstsq(J, -Fx, rcond=None)[0]
         scale = max(1.0, _max_abs(x))
         small = _max_abs(dx) <= tol * scale
-        phi0, t = Fx @ Fx, 1.0
-        while True:                       # backtracking on |F|^2 (Armijo)
+        unit = _max_abs(Fx)                  # |F|^2 in units of max |F|: no over/underflow
+        phi0, t = _squared(Fx, unit), 1.0
+        while True:                          # backtracking on |F|^2 (Armijo)
             xn = x + t * dx
             Fn = F(xn)
-            if small or (np.all(np.isfinite(Fn)) and Fn @ Fn <= (1 - 1e-4 * t) * phi0):
+            phi = _squared(Fn, unit)
+            if small or phi <= (1 - 1e-4 * t) * phi0:
                 break
             t *= 0.5
             if t < 1e-12:
@@ -501,13 +503,24 @@ def _newton_root(f, x0, params, tol, maxiter, solver):
                     f"iterations (max |f(x)| = {_max_abs(Fx):.3g}): x is near a minimum of "
                     "|f| that is not a root, or the Jacobian is singular there; start "
                     "elsewhere or pass solver=")
-        x, Fx = xn, Fn
-        if _max_abs(t * dx) <= tol * scale:
+        x, Fx, step = xn, Fn, _max_abs(t * dx)
+        # converged: a step below tol relative to x's largest entry; near x = 0, below tol
+        # once |f| no longer falls fast (x is exact to rounding: a root of size 1e-15
+        # needs the first, which an absolute tol alone would stop 25% away from)
+        if step <= tol * _max_abs(x) or step <= tol and not phi < 0.25 * phi0:
             _check_residual(Fx, start, "Newton's method")
             return unravel(x)
     raise NestadError(f"root: Newton's method did not converge in {maxiter} iterations (the "
-                      f"last step changed an entry by {_max_abs(t * dx):.3g}, max |f(x)| = "
+                      f"last step changed an entry by {step:.3g}, max |f(x)| = "
                       f"{_max_abs(Fx):.3g}); start closer to the root, or raise maxiter")
+
+
+def _squared(F, unit):
+    """``|F / unit|^2``, inf where ``F`` is not finite or much larger than ``unit``."""
+    with np.errstate(over='ignore', invalid='ignore'):
+        r = F / unit
+        phi = r @ r
+    return phi if math.isfinite(phi) else math.inf
 
 
 def _check_residual(Fx, start, who):

@@ -107,6 +107,16 @@ def test_root_scalar_closed_form_to_third_order(modes):
     assert sqrt_by_root(9.0) == 3.0
 
 
+@pytest.mark.parametrize('a', [1e-30, 1e30, 1e-300, 1e300])
+def test_root_at_extreme_scales(a):
+    # relative accuracy at every scale (an absolute step tolerance stopped 25% off at 1e-15)
+    x0 = 2 * math.sqrt(a)
+    s = lambda a: nd.root(lambda x, a: x * x - a, x0, a, maxiter=200)   # noqa: E731
+    close(s(a) / math.sqrt(a), 1.0, 1e-14)
+    for op in (nd.derivative, nd.gradient_r):
+        close(op(s)(a) * 2 * math.sqrt(a), 1.0, 1e-13)
+
+
 P0 = np.array([0.5, -0.3, 1.0])
 K = RNG.normal(size=(3, 3)) + 3 * np.eye(3)
 
