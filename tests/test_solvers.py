@@ -179,6 +179,8 @@ def test_root_against_jax_custom_root():
     jl = lambda p: jnp.sum(jnp.sin(jsolve(p)))               # noqa: E731
     loss = lambda p: anp.sum(anp.sin(solve_cubic(p)))        # noqa: E731
     close(nd.gradient_r(loss)(P0), np.asarray(jax.grad(jl)(jnp.asarray(P0))), 1e-12)
+    # (JAX's own custom_root has a Hessian; jaxopt's custom_root does not: issue 474)
+    close(nd.hessian(loss)(P0), np.asarray(jax.hessian(jl)(jnp.asarray(P0))), 1e-11)
 
 
 def test_root_of_a_structure_with_structured_params():
@@ -378,6 +380,21 @@ def test_odeint_of_structures_and_numbers():
     decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 2.0, np.array([0.0, 1.0]), k)  # noqa
     assert decay(0.5).shape == (2,)
     close(nd.derivative(lambda k: decay(k)[1])(0.5), -2.0 * math.exp(-0.5), 1e-7)
+
+
+def test_odeint_and_root_staged_to_second_order():
+    L = lambda a: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T[:4], a, 0.6, 0.4, 0.8) ** 2)  # noqa
+    d2 = nd.derivative(nd.gradient_r(L))
+    st = nd.stage(d2)
+    for a in (1.0, 1.1):
+        close(st(a), d2(a), 1e-12)
+    sq = lambda a: nd.root(lambda x, a: x * x - a, 1.0, a)                # noqa: E731
+    h = nd.stage(nd.hessian(lambda p: sq(p[0]) * sq(p[1])))
+    for p in ([4.0, 9.0], [16.0, 1.0]):
+        a, b = p
+        want = [[-0.25 * a ** -1.5 * b ** 0.5, 0.25 / math.sqrt(a * b)],
+                [0.25 / math.sqrt(a * b), -0.25 * b ** -1.5 * a ** 0.5]]
+        close(h(np.array(p)), want, 1e-12)
 
 
 def test_odeint_staged():
