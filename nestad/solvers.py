@@ -70,25 +70,35 @@ def _max_abs(v):
     return float(np.max(np.abs(v))) if v.size else 0.0
 
 
-def _plain_call(name, fn, params, example):
-    """``fn(params)`` on plain params; inside a trace, recorded as one opaque call that
-    runs ``fn`` when the program runs (``example`` gives the output's structure)."""
+def _plain_call(name, fn, params, example, solver):
+    """``fn(params)`` on plain params; inside a trace, recorded as one call that runs
+    ``fn`` when the program runs (``example`` gives the output's structure).  A program's
+    own transformations (``Program.jvp``, ``vjp``) run the call on perturbed values as
+    ``solver(params)``, the solver with its derivative rule."""
     leaves, tree = flatten(tuple(params))
     if not any_tracer(leaves):
         return fn(params)
-    op = _SolverCall(name, lambda *vals: _ravel(fn(tree.build(list(vals))), name)[0])
+    op = _SolverCall(name, lambda *vals: _ravel(fn(tree.build(list(vals))), name)[0],
+                     lambda *vals: _flat(solver(tree.build(list(vals)))))
     flat = apply_traced(op, leaves, {})
     _, unravel = _ravel(primal_tree(example), name)
     return unravel(flat)
 
 
-class _SolverCall:
-    """A solver run on plain values, as staged code calls it (no rules: derivatives are
-    taken before tracing reaches it)."""
-    __slots__ = ('name', 'plain', 'emit', 'jvps', 'vjps', 'jvp_joint', 'user')
+def _flat(x):
+    """A structure of nestad values as one vector."""
+    from . import numpy as anp
+    return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(x)[0]])
 
-    def __init__(self, name, plain):
-        self.name, self.plain, self.emit, self.user = f"nestad.{name}", plain, None, True
+
+class _SolverCall:
+    """A solver run on plain values, as staged code calls it; ``lifted`` is the solver
+    with its derivative rule, for the program transformations."""
+    __slots__ = ('name', 'plain', 'lifted', 'emit', 'jvps', 'vjps', 'jvp_joint', 'user')
+
+    def __init__(self, name, plain, lifted):
+        self.name, self.plain, self.lifted, self.emit, self.user = \
+            f"nestad.{name}", plain, lifted, None, True
         self.jvps = self.vjps = self.jvp_joint = None
 
     def __repr__(self):
@@ -213,9 +223,10 @@ def _linear_solve(matvec, rmatvec, b, params, method, symmetric, tol, maxiter):
         return _zip(lambda ax, bb: ax - bb, matvec(x, *p), b)
 
     def solve(bp):
-        b, *p = bp
         return _plain_call("linear_solve", lambda q: _solve_plain(matvec, q[0], q[1:], method,
-                                                                  tol, maxiter), bp, b)
+                                                                  tol, maxiter), bp, bp[0],
+                           lambda q: _linear_solve(matvec, rmatvec, q[0], tuple(q[1:]), method,
+                                                   symmetric, tol, maxiter))
 
     def solve_jx(x, bp, rhs, transpose):
         mv, rmv = (_transposed(matvec, rmatvec, symmetric), matvec) if transpose \
@@ -417,8 +428,11 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
 
     def solve(p):
         return _plain_call("root", lambda q: _newton_root(f, x0, q, tol, maxiter, solver),
-                           p, x0)
-    return _implicit(solve, f, _jacobian_solver(f, False, linear_method, tol), params, "root")
+                           p, x0, implicit)
+
+    def implicit(p):
+        return _implicit(solve, f, _jacobian_solver(f, False, linear_method, tol), p, "root")
+    return implicit(params)
 
 
 def _check_limits(name, tol, maxiter):
@@ -562,9 +576,12 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
 
     def solve(p):
         return _plain_call("minimize", lambda q: _minimize_plain(f, x0, q, method, tol, maxiter),
-                           p, x0)
-    return _implicit(solve, gradient, _jacobian_solver(gradient, True, linear_method, tol),
-                     params, "minimize")
+                           p, x0, implicit)
+
+    def implicit(p):
+        return _implicit(solve, gradient, _jacobian_solver(gradient, True, linear_method, tol),
+                         p, "minimize")
+    return implicit(params)
 
 
 def _minimize_plain(f, x0, params, method, tol, maxiter):
@@ -744,7 +761,7 @@ def _odeint(f, y0, t, params, opts):
     if not any(isinstance(a, Perturbed) for a in leaves):
         example = tree_map(lambda a: np.zeros((np.shape(t)[0],) + np.shape(a)), primal_tree(y0))
         return _plain_call("odeint", lambda q: _rk45(f, q[0], q[1], q[2], opts),
-                           (y0, t, params), example)
+                           (y0, t, params), example, lambda q: _odeint(f, q[0], q[1], q[2], opts))
     top, carried, primals, forward = peel(leaves)
     y0p, pp = tree.build(primals)
     ys = _odeint(f, y0p, t, pp, opts)

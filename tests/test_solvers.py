@@ -423,3 +423,17 @@ def test_minimize_with_a_given_method():
     sol = lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam, method=descent)  # noqa: E731
     close(sol(0.7), ridge_closed(0.7), 1e-10)
     close(nd.jacobian_r(sol)(0.7), nd.jacobian_f(ridge_closed)(0.7), 1e-8)
+
+
+def test_traced_programs_with_solvers_transform():
+    # nd.trace records each solve as one call; Program.jvp/vjp run it with its rule
+    p = nd.trace(sqrt_by_root, 4.0)
+    assert p(9.0) == 3.0
+    close(p.jvp()(9.0, 1.0), [3.0, 1 / 6], 1e-14)
+    close(p.vjp()(9.0, 1.0), [3.0, 1 / 6], 1e-14)
+    close(p.jvp().vjp()(9.0, 1.0, 1.0, 1.0), [3.0, 1 / 6, 1 / 6 - 1 / 108, 1 / 6], 1e-13)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k)[1]  # noqa
+    close(nd.trace(decay, 0.5).vjp()(0.5, 1.0), [math.exp(-0.5), -math.exp(-0.5)], 1e-7)
+    ls = lambda b, s: nd.linear_solve(lambda x, s: s * (A0 @ x), b, s)   # noqa: E731
+    got = nd.trace(ls, B0, 2.0).jvp()(B0, 2.0, np.zeros(4), 1.0)
+    close(got[1], -np.linalg.solve(A0, B0) / 4, 1e-12)
