@@ -584,16 +584,50 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     return implicit(params)
 
 
+def _staged_or_eager(traced, eager, leaves, after=20):
+    """``eager`` for the first ``after`` calls, then ``traced`` through ``nd.stage``: a
+    solver's many iterations pay a gradient's eager overhead (many times its arithmetic)
+    once, and a solver done in a few pays no tracing.  Eager throughout where staging
+    cannot hold the function or its arguments are not all real numbers and arrays."""
+    from .staging import stage
+    if not all(isinstance(a, (float, int, np.floating, np.integer)) and not isinstance(a, bool)
+               or isinstance(a, np.ndarray) and a.dtype.kind in 'fi' for a in leaves):
+        return eager
+    state = {'calls': 0, 'staged': None}
+
+    def call(*args):
+        state['calls'] += 1
+        if state['calls'] > after and state['staged'] is not False:
+            try:
+                state['staged'] = state['staged'] or stage(traced)
+                return state['staged'](*args)
+            except StagingError:
+                state['staged'] = False
+        return eager(*args)
+    return call
+
+
 def _minimize_plain(f, x0, params, method, tol, maxiter):
     from .operators import gradient_r, hvp, value_and_gradient_r
     x, unravel = _ravel(x0, "minimize")
 
-    def fg(v):
-        value, g = value_and_gradient_r(f)(unravel(v), *params)
+    p_leaves, p_tree = flatten(tuple(params))
+
+    def fg_eager(v, *leaves):
+        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
         if np.size(primal_value(value)) != 1 or isinstance(value, Perturbed):
             _ravel(value, "minimize's function")
             raise InvalidInputError("minimize: f(x, *params) must return one real number")
-        return float(np.reshape(value, ())), _ravel(g, "minimize's gradient")[0]
+        return value, _ravel(g, "minimize's gradient")[0]
+
+    def fg_traced(v, *leaves):
+        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
+        return value, _flat(g)
+    fg_flat = _staged_or_eager(fg_traced, fg_eager, p_leaves)
+
+    def fg(v):
+        value, g = fg_flat(v, *p_leaves)
+        return float(np.reshape(value, ())), np.asarray(g, dtype=float)
 
     def hessian(v):                  # the Jacobian of the gradient: one batched pass
         return _jacobian(lambda u, *p: gradient_r(f)(u, *p), v, params, unravel, v.size)
