@@ -437,3 +437,15 @@ def test_traced_programs_with_solvers_transform():
     ls = lambda b, s: nd.linear_solve(lambda x, s: s * (A0 @ x), b, s)   # noqa: E731
     got = nd.trace(ls, B0, 2.0).jvp()(B0, 2.0, np.zeros(4), 1.0)
     close(got[1], -np.linalg.solve(A0, B0) / 4, 1e-12)
+
+
+def test_minimize_with_a_function_staging_cannot_hold():
+    # long iterations run the gradient staged; a function that converts a value to a
+    # Python float (refused when traced) runs eagerly throughout, with the same answer
+    def rosen(x, a):
+        weight = 100.0 if float(nd.primal_value(x[0])) > -10 else 100.0
+        return (a - x[0]) ** 2 + weight * (x[1] - x[0] ** 2) ** 2
+    x = nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0)
+    close(x, [1.0, 1.0], 1e-9)
+    close(nd.derivative(lambda a: nd.minimize(rosen, np.array([-1.2, 1.0]), a))(1.0),
+          [1.0, 2.0], 1e-7)                               # the minimum is (a, a^2)
