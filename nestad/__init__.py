@@ -17,6 +17,7 @@ from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
 from .staging import GuardFailure, Program, jit, stage, trace, while_loop  # noqa: E402
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
+from .solvers import linear_solve, minimize, odeint, root  # noqa: E402
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
@@ -41,6 +42,7 @@ __all__ = [
     'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
+    'linear_solve', 'root', 'minimize', 'odeint',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError', 'MissingRuleError',

@@ -106,6 +106,7 @@ class _Rules:
         self.short = prim.name.rsplit('.', 1)[-1]
         self.names = _positional_names(fn)        # None if fn takes *args
         self.arity = None if self.names is None else len(self.names)
+        self.keywords = _keyword_names(fn)        # the parameters rules may be given
         self.partials = self.jvps = self.vjps = None
         self.batched = False
         self.made = {}                  # i -> checked JVP rule, ~i -> VJP rule
@@ -121,7 +122,7 @@ class _Rules:
             raise InvalidInputError(f"{self.prim.name}: each rule must be a function (or None "
                                     "for an argument that is never differentiated)")
         for i, rule in enumerate(rules):
-            if rule is not None and not _binds(rule, kind, self.arity):
+            if rule is not None and not _binds(rule, kind, self.arity, self.keywords):
                 raise InvalidInputError(
                     f"{define}: the {_RULE[kind]} for argument {i}{self._label(i)}, "
                     f"{_signature(rule)}, cannot be called as {self._call_form(kind, i)}. "
@@ -358,6 +359,17 @@ def _positional_names(fn):
         return None
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
             and p.default is p.empty]
+
+
+def _keyword_names(fn):
+    """The names of ``fn``'s parameters that calls may pass by keyword (those with
+    defaults, and keyword-only ones): rules receive them as keyword parameters."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY or
+                 p.kind == p.POSITIONAL_OR_KEYWORD and p.default is not p.empty)
 
 
 def _binds(rule, kind, n, params=()):

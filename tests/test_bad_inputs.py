@@ -942,3 +942,110 @@ def test_user_primitive_given_a_value_being_differentiated_by_keyword(op, call):
                                                 r"(x|scale): keyword arguments of a primitive "
                                                 r"are parameters.*Pass it positionally"):
         op(f)(3.0)
+
+# ---------------------------------------------------------------- solvers
+
+def test_root_without_a_root_says_so():
+    # x^2 + 1 has no real root: Newton's line search stalls at |f| = 1
+    with pytest.raises(nd.NestadError, match=r"root: the line search found no decrease .*"
+                                             r"\(max \|f\(x\)\| = 1\).*not a root.*start elsewhere"):
+        nd.root(lambda x, a: x * x + a, 0.5, 1.0)
+
+
+def test_root_that_needs_more_iterations_names_them_and_the_residual():
+    with pytest.raises(nd.NestadError, match=r"did not converge in 3 iterations.*max \|f\(x\)\| "
+                                             r"= .*raise maxiter"):
+        nd.root(lambda x, a: x * x - a, 1.0, 1e6, maxiter=3)
+
+
+def test_root_given_solver_that_does_not_converge():
+    with pytest.raises(nd.NestadError, match=r"the given solver returned an x where max \|f\(x\)\| "
+                                             r"= 1.75.*not a root"):
+        nd.root(lambda x, a: x * x - a, 1.0, 4.0, solver=lambda fun, x0: 1.5)
+
+
+def test_root_needs_as_many_equations_as_unknowns():
+    with pytest.raises(InvalidInputError, match=r"f\(x\) has 2 entries for an x of 1.*minimize"):
+        nd.root(lambda x, a: np.array([1.0, 2.0]) * x - a, 1.0, 1.0)
+
+
+def test_solver_reading_a_perturbed_closure_is_refused():
+    with pytest.raises(InvalidInputError, match=r"reads a value being differentiated from its "
+                                                r"closure.*Pass that value as one of the solver's params"):
+        nd.derivative(lambda a: nd.root(lambda x: x * x - a, 1.0))(4.0)
+    with pytest.raises(InvalidInputError, match=r"closure"):
+        nd.gradient_r(lambda a: nd.linear_solve(lambda x: a * x, 1.0, method='direct'))(4.0)
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: nd.root(3.0, 1.0), r"root\(f, x0, \*params\): f must be a function"),
+    (lambda: nd.root(lambda x: x, 1.0, tol=-1.0), r"root: tol must be a positive number"),
+    (lambda: nd.root(lambda x: x, 1.0, maxiter=0), r"root: maxiter must be an int >= 1"),
+    (lambda: nd.root(lambda x: x, 1.0, solver=3), r"root: solver must be a function solver\(fun, x0\)"),
+    (lambda: nd.minimize(lambda x: x * x, 1.0, method='cg'), r"minimize: method must be one of "
+                                                             r"newton, bfgs, l-bfgs, 'scipy:NAME'.* "
+                                                             r"or a function method"),
+    (lambda: nd.linear_solve(lambda x: x, 1.0, method='lu'), r"method must be one of cg, gmres, direct"),
+    (lambda: nd.linear_solve(np.eye(2), np.ones(2)), r"matvec must be a function v -> A v"),
+    (lambda: nd.linear_solve(lambda x: x, 1.0, method='cg', symmetric=False),
+     r"method='cg' needs a symmetric positive definite operator.*use method='gmres'"),
+])
+def test_solver_arguments_are_checked(call, match):
+    with pytest.raises(InvalidInputError, match=match):
+        call()
+
+
+def test_linear_solve_failures_name_method_iterations_and_residual():
+    indefinite = np.diag([1.0, -1.0, 2.0])
+    with pytest.raises(nd.NestadError, match=r"linear_solve \(cg\): the operator is not positive "
+                                             r"definite.*use method='gmres'"):
+        nd.linear_solve(lambda x: indefinite @ x, np.ones(3), method='cg')
+    with pytest.raises(nd.NestadError, match=r"linear_solve \(direct\): the 2x2 operator is singular"):
+        nd.linear_solve(lambda x: np.ones((2, 2)) @ x, np.ones(2), method='direct')
+    hard = np.diag(np.logspace(0, 8, 50))
+    with pytest.raises(nd.NestadError, match=r"linear_solve \(gmres\) did not converge in \d+ "
+                                             r"iterations: the residual \|A x - b\| is .*raise maxiter"):
+        nd.linear_solve(lambda x: hard @ x, np.ones(50), method='gmres', maxiter=5)
+
+
+def test_minimize_that_does_not_converge_names_iterations_and_gradient():
+    rosen = lambda x, a: (a - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2   # noqa: E731
+    with pytest.raises(nd.NestadError, match=r"minimize \(bfgs\) did not converge in 5 iterations "
+                                             r"\(max \|grad f\| = .*raise maxiter"):
+        nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0, maxiter=5)
+    assert np.allclose(nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0), [1.0, 1.0], atol=1e-9)
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: nd.odeint(3.0, 1.0, [0.0, 1.0]), r"odeint\(f, y0, t, \*params\): f must be a function"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [[0.0, 1.0]]), r"t must be a 1-d array"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0, 0.5]), r"strictly increasing \(or strictly "
+                                                              r"decreasing\)"),
+    (lambda: nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0], rtol=0), r"rtol must be a positive number"),
+    (lambda: nd.odeint(lambda y, t: np.ones(3), np.ones(2), [0.0, 1.0]),
+     r"f\(y, t, \*params\) returned 3 numbers for a y of 2; it must return dy/dt, shaped like y"),
+    (lambda: nd.derivative(lambda s: nd.odeint(lambda y, t: -y, 1.0, anp.stack([0.0, s])))(1.0),
+     r"the times t carry a derivative.*Pass the times as plain numbers"),
+    (lambda: nd.gradient_r(lambda k: nd.odeint(lambda y, t: -k * y, 1.0, [0.0, 1.0])[1])(1.0),
+     r"closure.*Pass that value as one of the solver's params"),
+])
+def test_odeint_arguments_are_checked(call, match):
+    with pytest.raises(InvalidInputError, match=match):
+        call()
+
+
+def test_odeint_that_cannot_finish_names_where_and_what_to_do():
+    # a stiff equation at tight tolerance: more steps than mxstep allows
+    with pytest.raises(nd.NestadError, match=r"odeint: more than mxstep=50 steps between t = 0 and "
+                                             r"10 \(reached t = .*loosen rtol/atol or raise mxstep"):
+        nd.odeint(lambda y, t, k: -k * (y - nd.cos(t)), 0.0, [0.0, 10.0], 1e4, mxstep=50)
+    # y' = y^2 from 1 blows up at t = 1
+    with pytest.raises(nd.NestadError, match=r"odeint: (the step size fell below .* at t = (0.99|1)|f is "
+                                             r"not finite near t = (0.99|1))"):
+        nd.odeint(lambda y, t: y * y, 1.0, [0.0, 2.0])
+
+
+def test_minimize_given_method_that_does_not_converge():
+    with pytest.raises(nd.NestadError, match=r"minimize: the given method returned an x where "
+                                             r"max \|grad f\| = 2, not a minimum"):
+        nd.minimize(lambda x, a: (x - a) ** 2, 0.0, 1.0, method=lambda vg, x0: x0)

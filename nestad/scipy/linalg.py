@@ -14,7 +14,7 @@ import scipy.linalg as _la
 
 from .. import numpy as anp
 from ..errors import InvalidInputError
-from ..extend import _arity, primitive
+from ..extend import _positional_names, primitive
 from ..numpy.linalg import det, inv, norm, pinv, solve  # noqa: F401
 from ..values import primal_value
 from .special import _own
@@ -33,7 +33,7 @@ def _rules_of(name, plain, composite):
     differs from scipy's in the last bits, its derivatives are the ones wanted."""
     from ..operators import jvp, vjp
     fn = primitive(plain, name=f"scipy.linalg.{name}")
-    n = _arity(plain)
+    n = len(_positional_names(plain))
 
     def tangent(k):
         def rule(t, *xs, out, **params):

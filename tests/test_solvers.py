@@ -1,0 +1,451 @@
+"""linear_solve, root, minimize and odeint: values and derivatives against closed forms,
+finite differences of the solver at tight tolerance and JAX, first and second order in
+every mode and pairing, hessian, staged."""
+import math
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+from nestad.errors import InvalidInputError, NestadError
+
+D = {'f': nd.derivative, 'r': nd.gradient_r}
+PAIRINGS = ['ff', 'fr', 'rf', 'rr']
+JAC = {'f': nd.jacobian_f, 'r': nd.jacobian_r}
+
+
+def nest(modes, f):
+    for m in reversed(modes):
+        f = D[m](f)
+    return f
+
+
+def close(a, b, tol=1e-9):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.allclose(a, b, rtol=tol, atol=tol), np.max(np.abs(a - b))
+
+
+RNG = np.random.default_rng(0)
+A0 = RNG.normal(size=(4, 4)) + 4 * np.eye(4)
+B0 = RNG.normal(size=4)
+L0 = RNG.normal(size=(4, 4)) + 2 * np.eye(4)
+
+
+# ---------------------------------------------------------------- linear_solve
+
+def by_solver(method):
+    """sum(sin(A^-1 b)) by linear_solve and by nestad.numpy.linalg.solve (the closed
+    form, whose derivatives are tested elsewhere)."""
+    if method == 'cg':                   # symmetric positive definite for every L
+        mv = lambda x, L: (L @ L.T) @ x + x            # noqa: E731
+        dense = lambda L: L @ L.T + np.eye(4)          # noqa: E731
+    else:
+        mv = lambda x, L: L @ x                        # noqa: E731
+        dense = lambda L: L                            # noqa: E731
+    f = lambda b, L: anp.sum(anp.sin(nd.linear_solve(mv, b, L, method=method)))  # noqa: E731
+    g = lambda b, L: anp.sum(anp.sin(anp.linalg.solve(dense(L), b)))               # noqa: E731
+    return f, g
+
+
+@pytest.mark.parametrize('method', ['cg', 'gmres', 'direct'])
+def test_linear_solve_value(method):
+    f, g = by_solver(method)
+    close(f(B0, L0), g(B0, L0), 1e-11)
+
+
+@pytest.mark.parametrize('method', ['cg', 'gmres', 'direct'])
+@pytest.mark.parametrize('argnums', [0, 1])
+def test_linear_solve_first_and_second_derivatives(method, argnums):
+    f, g = by_solver(method)
+    for op in (nd.gradient_r, nd.gradient_f):
+        close(op(f, argnums)(B0, L0), nd.gradient_r(g, argnums)(B0, L0))
+    want = nd.hessian(g, argnums)(B0, L0)
+    close(nd.hessian(f, argnums)(B0, L0), want)
+    for outer in 'fr':
+        for inner in 'fr':
+            inner_op = nd.gradient_r if inner == 'r' else nd.gradient_f
+            close(JAC[outer](inner_op(f, argnums), argnums)(B0, L0), want)
+
+
+def test_linear_solve_of_structures_and_scalars():
+    # a 2x2 system written on a dict: {u, v} with u + 2v = a, 3u - v = b
+    mv = lambda x, k: {'u': x['u'] + k * x['v'], 'v': 3 * x['u'] - x['v']}   # noqa: E731
+    sol = lambda a, k: nd.linear_solve(mv, {'u': a, 'v': 1.0}, k, method='direct')  # noqa: E731
+    x = sol(2.0, 2.0)
+    close([x['u'], x['v']], np.linalg.solve([[1, 2], [3, -1]], [2, 1]))
+    # u = (a + k) / (1 + 3k): du/dk = (1 + 3k - 3(a + k)) / (1 + 3k)^2
+    u = lambda a, k: sol(a, k)['u']               # noqa: E731
+    for modes in ['f', 'r']:
+        close(nest(modes, lambda k: u(2.0, k))(2.0), (7 - 12) / 49)
+    d2 = lambda k: (-6 * (1 + 3 * k) + 18 * (2.0 + k)) / (1 + 3 * k) ** 3  # noqa: E731
+    for modes in PAIRINGS:
+        close(nest(modes, lambda k: u(2.0, k))(2.0), d2(2.0))
+    close(nd.linear_solve(lambda x, a: a * x, 6.0, 3.0, method='gmres'), 2.0)
+    close(nd.derivative(lambda a: nd.linear_solve(lambda x, a: a * x, 6.0, a))(3.0), -6 / 9)
+
+
+def test_linear_solve_staged():
+    f, g = by_solver('gmres')
+    st = nd.stage(nd.gradient_r(f, 1))
+    close(st(B0, L0), nd.gradient_r(g, 1)(B0, L0))
+    close(st(2 * B0, L0), nd.gradient_r(g, 1)(2 * B0, L0))
+    close(nd.stage(f)(B0, L0 + 1), g(B0, L0 + 1), 1e-11)
+
+
+# ---------------------------------------------------------------- root
+
+def sqrt_by_root(a):
+    return nd.root(lambda x, a: x * x - a, 1.0, a)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS + ['fff', 'rfr', 'rrr'])
+def test_root_scalar_closed_form_to_third_order(modes):
+    want = {1: 0.5 * 4.0 ** -0.5, 2: -0.25 * 4.0 ** -1.5, 3: 0.375 * 4.0 ** -2.5}[len(modes)]
+    close(nest(modes, sqrt_by_root)(4.0), want, 1e-12)
+    assert sqrt_by_root(9.0) == 3.0
+
+
+@pytest.mark.parametrize('a', [1e-30, 1e30, 1e-300, 1e300])
+def test_root_at_extreme_scales(a):
+    # relative accuracy at every scale (an absolute step tolerance stopped 25% off at 1e-15)
+    x0 = 2 * math.sqrt(a)
+    s = lambda a: nd.root(lambda x, a: x * x - a, x0, a, maxiter=200)   # noqa: E731
+    close(s(a) / math.sqrt(a), 1.0, 1e-14)
+    for op in (nd.derivative, nd.gradient_r):
+        close(op(s)(a) * 2 * math.sqrt(a), 1.0, 1e-13)
+
+
+P0 = np.array([0.5, -0.3, 1.0])
+K = RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+
+
+def cubic(x, p):
+    return K @ x + 0.1 * x ** 3 - p
+
+
+def solve_cubic(p):
+    return nd.root(cubic, np.zeros(3), p)
+
+
+def test_root_vector_jacobian_closed_form():
+    x = solve_cubic(P0)
+    close(cubic(x, P0), np.zeros(3), 1e-14)
+    want = np.linalg.inv(K + np.diag(0.3 * x ** 2))       # dx/dp = -J_x^-1 J_p, J_p = -I
+    close(nd.jacobian_f(solve_cubic)(P0), want, 1e-12)
+    close(nd.jacobian_r(solve_cubic)(P0), want, 1e-12)
+
+
+def fd_jacobian(f, x, eps=1e-5):
+    cols = [(np.asarray(f(x + eps * e)) - np.asarray(f(x - eps * e))) / (2 * eps)
+            for e in np.eye(x.size)]
+    return np.moveaxis(np.array(cols), 0, -1)
+
+
+def test_root_second_derivatives_every_pairing_and_hessian():
+    # the second derivative tensor d2x/dp2, by each pairing, against finite differences
+    # of the exact first derivative (the case of jaxopt issue 474 and optimistix 151)
+    want = fd_jacobian(nd.jacobian_r(solve_cubic), P0)
+    for outer in 'fr':
+        for inner in 'fr':
+            close(JAC[outer](JAC[inner](solve_cubic))(P0), want, 1e-7)
+    loss = lambda p: anp.sum(anp.sin(solve_cubic(p)))      # noqa: E731
+    H = nd.hessian(loss)(P0)
+    close(H, fd_jacobian(nd.gradient_r(loss), P0), 1e-7)
+    close(H, H.T, 1e-14)
+
+
+def test_root_against_finite_differences_of_the_solver():
+    loss = lambda p: anp.sum(anp.sin(solve_cubic(p)))      # noqa: E731
+    plain = lambda p: float(np.sum(np.sin(solve_cubic(p))))  # noqa: E731
+    close(nd.gradient_r(loss)(P0), fd_jacobian(plain, P0, 1e-6), 1e-8)
+
+
+def test_root_against_jax_custom_root():
+    jax = pytest.importorskip('jax')
+    jax.config.update('jax_enable_x64', True)
+    jnp = jax.numpy
+
+    def jsolve(p):
+        F = lambda x: jnp.asarray(K) @ x + 0.1 * x ** 3 - p         # noqa: E731
+
+        def newton(F, x):
+            for _ in range(30):
+                x = x - jnp.linalg.solve(jax.jacfwd(F)(x), F(x))
+            return x
+        return jax.lax.custom_root(F, jnp.zeros(3), newton,
+                                   lambda g, y: jnp.linalg.solve(jax.jacfwd(g)(y), y))
+    jl = lambda p: jnp.sum(jnp.sin(jsolve(p)))               # noqa: E731
+    loss = lambda p: anp.sum(anp.sin(solve_cubic(p)))        # noqa: E731
+    close(nd.gradient_r(loss)(P0), np.asarray(jax.grad(jl)(jnp.asarray(P0))), 1e-12)
+    # (JAX's own custom_root has a Hessian; jaxopt's custom_root does not: issue 474)
+    close(nd.hessian(loss)(P0), np.asarray(jax.hessian(jl)(jnp.asarray(P0))), 1e-11)
+
+
+def test_root_of_a_structure_with_structured_params():
+    # u = p['a'] cos v, v = u / 2
+    G = lambda x, p: {'u': x['u'] - p['a'] * nd.cos(x['v']), 'v': x['v'] - 0.5 * x['u']}  # noqa
+    u = lambda a: nd.root(G, {'u': 0.0, 'v': 0.0}, {'a': a})['u']     # noqa: E731
+    x = u(1.0)
+    assert abs(x - math.cos(x / 2)) < 1e-14
+    # implicit: du/da = cos(v) / (1 + a sin(v) / 2)
+    v = x / 2
+    close(nd.derivative(u)(1.0), math.cos(v) / (1 + math.sin(v) / 2), 1e-13)
+    second = nd.derivative(nd.derivative(u))(1.0)
+    for modes in PAIRINGS:
+        close(nest(modes, u)(1.0), second, 1e-12)
+    close(second, (nd.derivative(u)(1 + 1e-5) - nd.derivative(u)(1 - 1e-5)) / 2e-5, 1e-8)
+
+
+def test_root_staged():
+    g = nd.gradient_r(lambda p: anp.sum(solve_cubic(p) ** 2))
+    st = nd.stage(g)
+    for p in (P0, 2 * P0):
+        close(st(p), g(p), 1e-13)
+    h = nd.stage(nd.derivative(nd.gradient_r(sqrt_by_root)))
+    close(h(4.0), -0.25 * 4.0 ** -1.5, 1e-12)
+    close(h(9.0), -0.25 * 9.0 ** -1.5, 1e-12)
+
+
+def test_root_with_a_given_solver():
+    optimize = pytest.importorskip('scipy.optimize')
+
+    def solver(fun, x0):
+        return optimize.root(fun, x0, tol=1e-14).x
+    sol = lambda p: nd.root(cubic, np.zeros(3), p, solver=solver)    # noqa: E731
+    close(sol(P0), solve_cubic(P0), 1e-12)
+    close(nd.jacobian_r(sol)(P0), nd.jacobian_f(solve_cubic)(P0), 1e-10)
+
+
+def test_root_sees_params_of_enclosing_runs():
+    # the root of x^2 = a b in an inner run of b, a from the enclosing run: d2/da db
+    f = lambda a: nd.derivative(lambda b: nd.root(lambda x, a, b: x * x - a * b, 1.0, a, b))(2.0)
+    close(nd.derivative(f)(2.0), 0.25 / 2.0, 1e-12)       # sqrt(ab): d2/dadb = 1/(4 sqrt(ab))
+    close(nd.gradient_r(f)(2.0), 0.25 / 2.0, 1e-12)
+
+
+# ---------------------------------------------------------------- minimize
+
+X = RNG.normal(size=(20, 4))
+Y = RNG.normal(size=20)
+
+
+def ridge_loss(w, lam):
+    return anp.sum((X @ w - Y) ** 2) + lam * anp.sum(w ** 2)
+
+
+def ridge_closed(lam):
+    return anp.linalg.solve(X.T @ X + lam * np.eye(4), X.T @ Y)
+
+
+@pytest.mark.parametrize('method', ['bfgs', 'l-bfgs', 'newton', 'scipy:BFGS', 'scipy:trust-ncg'])
+def test_minimize_ridge_closed_form(method):
+    if method.startswith('scipy'):
+        pytest.importorskip('scipy')
+    w = nd.minimize(ridge_loss, np.zeros(4), 0.7, method=method)
+    close(w, ridge_closed(0.7), 1e-10)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+def test_minimize_derivatives_closed_form(modes):
+    sol = lambda lam: anp.sum(anp.sin(nd.minimize(ridge_loss, np.zeros(4), lam)))  # noqa: E731
+    want = lambda lam: anp.sum(anp.sin(ridge_closed(lam)))                          # noqa: E731
+    close(nest(modes, sol)(0.7), nest(modes, want)(0.7), 1e-8)
+
+
+def test_minimize_hessian_with_respect_to_params():
+    # the argmin of sum((w - p)^4) / 4 + |w|^2 / 2 moves with p; hessian of a loss of it
+    f = lambda w, p: anp.sum((w - p) ** 4) / 4 + anp.sum(w ** 2) / 2   # noqa: E731
+    sol = lambda p: nd.minimize(f, np.zeros(3), p, method='newton')     # noqa: E731
+    w = sol(P0)
+    close((w - P0) ** 3 + w, np.zeros(3), 1e-12)
+    # per entry: (w - p)^3 + w = 0, dw/dp = 3(w - p)^2 / (3(w - p)^2 + 1)
+    d = 3 * (w - P0) ** 2
+    close(nd.jacobian_r(sol)(P0), np.diag(d / (d + 1)), 1e-10)
+    loss = lambda p: anp.sum(sol(p) ** 3)                               # noqa: E731
+    H = nd.hessian(loss)(P0)
+    close(H, fd_jacobian(nd.gradient_r(loss), P0), 1e-7)
+    close(nd.jacobian_r(nd.gradient_r(loss))(P0), H, 1e-10)
+
+
+def test_minimize_staged():
+    g = nd.gradient_r(lambda lam: anp.sum(nd.minimize(ridge_loss, np.zeros(4), lam) ** 2))
+    st = nd.stage(g)
+    for lam in (0.7, 2.0):
+        close(st(lam), g(lam), 1e-12)
+
+
+# ---------------------------------------------------------------- odeint
+
+def lotka_volterra(y, t, a, b, c, d):
+    return anp.stack([a * y[0] - b * y[0] * y[1], c * y[0] * y[1] - d * y[1]])
+
+
+LV_T = np.linspace(0.0, 5.0, 11)
+LV_Y0 = np.array([1.0, 0.5])
+LV_P = (1.0, 0.6, 0.4, 0.8)
+
+
+@pytest.mark.parametrize('t', [LV_T, LV_T[::-1], LV_T[:1], np.array([0.0, 1e-3, 7.0])])
+def test_odeint_values_are_solve_ivp_rk45(t):
+    integrate = pytest.importorskip('scipy.integrate')
+    ys = nd.odeint(lotka_volterra, LV_Y0, t, *LV_P, rtol=1e-6, atol=1e-9)
+    assert ys.shape == (t.size, 2)
+    if t.size == 1:
+        assert np.array_equal(ys, LV_Y0[None])
+        return
+    fun = lambda s, y: np.asarray(lotka_volterra(y, s, *LV_P))          # noqa: E731
+    want = integrate.solve_ivp(fun, (t[0], t[-1]), LV_Y0, t_eval=t, rtol=1e-6, atol=1e-9).y.T
+    close(ys, want, 1e-13)
+
+
+M = np.array([[-0.5, 1.0], [-1.0, -0.2]])
+TIMES = np.linspace(0.0, 3.0, 4)
+
+
+def expm_series(k):
+    """exp(k M T), d/dk and d2/dk2 of it at T = 3, exactly: Van Loan's block matrices
+    (the exponential of [[A, B, 0], [0, A, B], [0, 0, A]] holds the derivatives along B)."""
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    A, B = k * M * 3.0, M * 3.0
+    Z = np.zeros((2, 2))
+    E = scipy_linalg.expm(np.block([[A, B, Z], [Z, A, B], [Z, Z, A]]))
+    return E[:2, :2], E[:2, 2:4], 2 * E[:2, 4:]
+
+
+def linear_ode(k, y0=np.array([1.0, 0.5])):
+    return nd.odeint(lambda y, t, k: k * (M @ y), y0, TIMES, k, rtol=1e-12, atol=1e-12)[-1]
+
+
+def test_odeint_linear_closed_form():
+    E, _, _ = expm_series(1.3)
+    close(linear_ode(1.3), E @ np.array([1.0, 0.5]), 1e-10)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+def test_odeint_derivatives_against_the_matrix_exponential(modes):
+    E, dE, d2E = expm_series(1.3)
+    w = np.array([0.3, -0.7])
+    y0 = np.array([1.0, 0.5])
+    want = {1: w @ dE @ y0, 2: w @ d2E @ y0}[len(modes)]
+    close(nest(modes, lambda k: anp.sum(w * linear_ode(k)))(1.3), want, 1e-8)
+
+
+def test_odeint_initial_value_derivatives_every_pairing():
+    # y(T) = E y0: the Jacobian is E, the Hessian of |y(T)|^2 is 2 E^T E
+    E, _, _ = expm_series(1.0)
+    y0 = np.array([1.0, 0.5])
+    sol = lambda y0: linear_ode(1.0, y0)                  # noqa: E731
+    close(nd.jacobian_f(sol)(y0), E, 1e-9)
+    close(nd.jacobian_r(sol)(y0), E, 1e-9)
+    sq = lambda y0: anp.sum(sol(y0) ** 2)                 # noqa: E731
+    for outer in 'fr':
+        for inner in (nd.gradient_f, nd.gradient_r):
+            close(JAC[outer](inner(sq))(y0), 2 * E.T @ E, 1e-8)
+
+
+def test_odeint_against_jax():
+    jax = pytest.importorskip('jax')
+    jax.config.update('jax_enable_x64', True)
+    jnp = jax.numpy
+    from jax.experimental.ode import odeint as jodeint
+
+    def jlv(y, t, a, b, c, d):
+        return jnp.stack([a * y[0] - b * y[0] * y[1], c * y[0] * y[1] - d * y[1]])
+    L = lambda y0, *p: anp.sum(nd.odeint(lotka_volterra, y0, LV_T, *p) ** 2)       # noqa: E731
+    JL = lambda y0, *p: jnp.sum(jodeint(jlv, y0, jnp.asarray(LV_T), *p) ** 2)      # noqa: E731
+    want = jax.grad(JL, (0, 1, 2, 3, 4))(jnp.asarray(LV_Y0), *LV_P)
+    for op in (nd.gradient_r, nd.gradient_f):
+        got = op(L, (0, 1, 2, 3, 4))(LV_Y0, *LV_P)
+        for g, w in zip(got, want):
+            close(g, np.asarray(w), 1e-6)
+    # jax.hessian fails on odeint (no forward mode), and jax.jacrev(jax.grad) compiles for
+    # 25 s: the Hessian against finite differences of the gradient, which JAX confirmed
+    Lp = lambda p: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T, *p, rtol=1e-11,   # noqa
+                                     atol=1e-11) ** 2)
+    H = nd.hessian(Lp)(np.array(LV_P))
+    close(H, fd_jacobian(nd.gradient_r(Lp), np.array(LV_P), 1e-4), 1e-5)
+
+
+def test_odeint_of_structures_and_numbers():
+    # y = {'x': x, 'v': v}: the harmonic oscillator x'' = -w^2 x; x(t) = cos(w t)
+    f = lambda y, t, w: {'x': y['v'], 'v': -w * w * y['x']}              # noqa: E731
+    x = lambda w: nd.odeint(f, {'x': 1.0, 'v': 0.0}, np.array([0.0, 2.0]), w,
+                            rtol=1e-10, atol=1e-10)['x'][-1]
+    close(x(1.5), math.cos(3.0), 1e-10)
+    close(nd.derivative(x)(1.5), -2.0 * math.sin(3.0), 1e-9)
+    for modes in PAIRINGS:
+        close(nest(modes, x)(1.5), -4.0 * math.cos(3.0), 1e-8)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 2.0, np.array([0.0, 1.0]), k)  # noqa
+    assert decay(0.5).shape == (2,)
+    close(nd.derivative(lambda k: decay(k)[1])(0.5), -2.0 * math.exp(-0.5), 1e-7)
+
+
+def test_odeint_and_root_staged_to_second_order():
+    L = lambda a: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T[:4], a, 0.6, 0.4, 0.8) ** 2)  # noqa
+    d2 = nd.derivative(nd.gradient_r(L))
+    st = nd.stage(d2)
+    for a in (1.0, 1.1):
+        close(st(a), d2(a), 1e-12)
+    sq = lambda a: nd.root(lambda x, a: x * x - a, 1.0, a)                # noqa: E731
+    h = nd.stage(nd.hessian(lambda p: sq(p[0]) * sq(p[1])))
+    for p in ([4.0, 9.0], [16.0, 1.0]):
+        a, b = p
+        want = [[-0.25 * a ** -1.5 * b ** 0.5, 0.25 / math.sqrt(a * b)],
+                [0.25 / math.sqrt(a * b), -0.25 * b ** -1.5 * a ** 0.5]]
+        close(h(np.array(p)), want, 1e-12)
+
+
+def test_odeint_staged():
+    L = lambda p: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T, *p) ** 2)   # noqa: E731
+    g = nd.gradient_r(L)
+    st = nd.stage(g)
+    for p in (LV_P, (1.1, 0.5, 0.4, 0.9)):
+        close(st(p), g(p), 1e-12)
+
+
+def test_odeint_with_a_function_staging_cannot_hold():
+    # f converts a value to a Python float (fine on plain values, refused on traced ones):
+    # the adjoint's right-hand side, staged when it can be, then runs eagerly
+    def f(y, t, k):
+        c = 2.0 if float(nd.primal_value(t)) < 10 else 0.0
+        return -k * c * y
+    g = nd.gradient_r(lambda k: nd.odeint(f, 1.0, np.array([0.0, 1.0]), k)[-1])(0.5)
+    close(g, -2.0 * math.exp(-1.0), 1e-7)
+
+
+def test_minimize_with_a_given_method():
+    def descent(value_and_grad, w):
+        for _ in range(2000):
+            w = w - 0.01 * value_and_grad(w)[1]
+        return w
+    sol = lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam, method=descent)  # noqa: E731
+    close(sol(0.7), ridge_closed(0.7), 1e-10)
+    close(nd.jacobian_r(sol)(0.7), nd.jacobian_f(ridge_closed)(0.7), 1e-8)
+
+
+def test_traced_programs_with_solvers_transform():
+    # nd.trace records each solve as one call; Program.jvp/vjp run it with its rule
+    p = nd.trace(sqrt_by_root, 4.0)
+    assert p(9.0) == 3.0
+    close(p.jvp()(9.0, 1.0), [3.0, 1 / 6], 1e-14)
+    close(p.vjp()(9.0, 1.0), [3.0, 1 / 6], 1e-14)
+    close(p.jvp().vjp()(9.0, 1.0, 1.0, 1.0), [3.0, 1 / 6, 1 / 6 - 1 / 108, 1 / 6], 1e-13)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k)[1]  # noqa
+    close(nd.trace(decay, 0.5).vjp()(0.5, 1.0), [math.exp(-0.5), -math.exp(-0.5)], 1e-7)
+    ls = lambda b, s: nd.linear_solve(lambda x, s: s * (A0 @ x), b, s)   # noqa: E731
+    got = nd.trace(ls, B0, 2.0).jvp()(B0, 2.0, np.zeros(4), 1.0)
+    close(got[1], -np.linalg.solve(A0, B0) / 4, 1e-12)
+
+
+def test_minimize_with_a_function_staging_cannot_hold():
+    # long iterations run the gradient staged; a function that converts a value to a
+    # Python float (refused when traced) runs eagerly throughout, with the same answer
+    def rosen(x, a):
+        weight = 100.0 if float(nd.primal_value(x[0])) > -10 else 100.0
+        return (a - x[0]) ** 2 + weight * (x[1] - x[0] ** 2) ** 2
+    x = nd.minimize(rosen, np.array([-1.2, 1.0]), 1.0)
+    close(x, [1.0, 1.0], 1e-9)
+    close(nd.derivative(lambda a: nd.minimize(rosen, np.array([-1.2, 1.0]), a))(1.0),
+          [1.0, 2.0], 1e-7)                               # the minimum is (a, a^2)
