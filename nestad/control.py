@@ -12,18 +12,139 @@ import warnings
 import numpy as np
 
 from . import perturbation
-from .custom import apply, forward_result, peel, reads_closure, recomputing_cells, vjp_of
+from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
+                     vjp_of)
 from .errors import InvalidInputError, NestadError
-from .extraction import tangent_of
+from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
 from .structures import flatten, tree_map
-from .values import Perturbed, primal_value
+from .values import Bundle, Perturbed, primal_value
 
 
 def stop_gradient(x):
     """``x`` with every perturbation removed, leaf by leaf: no derivative of any run,
-    forward or reverse, at any depth, flows through the result."""
-    return tree_map(primal_value, x)
+    forward or reverse, at any depth, flows through the result.
+
+    A function leaf ``f`` (functions are values) becomes a function whose results carry
+    no derivative of the runs going on now through what ``f`` closes over: ``f`` with
+    those runs' perturbations set to zero.  Its arguments keep theirs: for ``y``
+    perturbed by such a run, ``stop_gradient(f)(y)`` differentiates through ``y`` only
+    (as ``x -> f(x)`` with ``f``'s captured values held constant).  Runs started later
+    are not cut."""
+    tags = None
+
+    def stop(leaf):
+        nonlocal tags
+        if not callable(leaf) or isinstance(leaf, (Perturbed, type)):
+            return primal_value(leaf)
+        if tags is None:
+            tags = tuple(perturbation.live_tags())
+        return _StoppedFunction(leaf, tags) if tags else leaf
+    return tree_map(stop, x)
+
+
+class _StoppedFunction:
+    """``fn`` with the perturbations of runs ``tags`` cut from its closure."""
+    __slots__ = ('fn', 'tags', '__weakref__')
+
+    def __init__(self, fn, tags):
+        self.fn, self.tags = fn, tags
+
+    def __call__(self, *args, **kwargs):
+        return _apply_stopped(self.fn, self.tags, args, kwargs)
+
+    def __repr__(self):
+        return f"<stop_gradient of {self.fn!r}>"
+
+
+def _apply_stopped(fn, tags, args, kwargs):
+    """``fn(*args, **kwargs)`` with runs ``tags`` cut from ``fn``'s closure, not from
+    the arguments.  Forward runs are told apart by renaming: the arguments' perturbation
+    ``t`` becomes an adjacent tag for the call, and ``t`` is then read out of the result
+    (``primal_of``), as for a function-valued result (notes/functional-outputs.md).
+    Reverse runs cannot be renamed (a tape is shared by cell ids), so while the
+    arguments carry one, the outermost run is peeled as ``checkpoint`` peels it, its
+    rule (``fn``'s jvp or vjp, run on a fresh tag) applied with the same cut."""
+    leaves, tree = flatten((args, kwargs))
+    if not any(_carries_reverse(x) for x in leaves):
+        g = fn
+        for t in reversed(tags):        # the newest run is cut first (innermost), so that
+            g = _CutRun(t, g, PRIMAL)   # an older one is never read out of its tape
+        out = g(*args, **kwargs)
+        # A function it returns has these runs cut from it by renaming, which does not
+        # keep a reverse run's perturbation of its own arguments: _ReverseCut does.
+        return tree_map(lambda y: _ReverseCut(y, tags) if callable(y) else y, out)
+    top, carried, primals, forward = peel(leaves)
+    if forward:
+        jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
+        tangents = [x.tangent for x, c in zip(leaves, carried) if c]
+        out, tangent = _apply_stopped(jvp_f, tags, (primals, tangents), {})
+        _numeric_outputs(out)
+        return forward_result(top, out, tangent)
+    out = _apply_stopped(lambda *ls: apply(fn, tree, ls), tags, tuple(primals), {})
+    _numeric_outputs(out)
+    vjp_f = vjp_of(fn, tree, carried, lambda: _stopped_closure_error(fn))
+    return recomputing_cells(
+        top, leaves, carried, primals, out,
+        lambda prims, ct: _apply_stopped(vjp_f, tags, (prims, ct), {}), "stop_gradient(f)")
+
+
+class _ReverseCut(_StoppedFunction):
+    """A function returned by a stopped function: runs ``tags`` are cut from it
+    already, by renaming; for arguments that carry one of them in reverse mode, the
+    reverse runs among them are cut by peeling instead (its closure may hold forward
+    perturbations of the first call's arguments, which are kept)."""
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        found = set()
+        for x in flatten((args, kwargs))[0]:
+            _reverse_tags(x, found)
+        cut = tuple(t for t in self.tags if t in found)
+        return _apply_stopped(self.fn, cut, args, kwargs) if cut else self.fn(*args, **kwargs)
+
+
+def _reverse_tags(x, found):
+    """Add to ``found`` the tags of the reverse-mode perturbations in the value ``x``."""
+    while isinstance(x, Perturbed):
+        if not isinstance(x, Bundle):
+            found.add(x.tag)
+        else:
+            _reverse_tags(x.tangent, found)
+        x = x.primal
+
+
+def _carries_reverse(x):
+    """Does the value ``x`` carry a reverse-mode perturbation anywhere inside?"""
+    while isinstance(x, Perturbed):
+        if not isinstance(x, Bundle):
+            return True
+        if _carries_reverse(x.tangent):
+            return True
+        x = x.primal
+    return False
+
+
+def _numeric_outputs(out):
+    if any(callable(y) for y in flatten(out)[0]):
+        raise InvalidInputError(
+            "stop_gradient(f)(...): f returned a function while its arguments carry a "
+            "reverse-mode (gradient_r) perturbation; nestad differentiates function-valued "
+            "results in forward mode only. Apply the returned function inside f, or use "
+            "derivative / jvp for this run")
+
+
+def _stopped_closure_error(fn):
+    return InvalidInputError(
+        f"stop_gradient({getattr(fn, '__name__', 'f')}): the reverse phase ran the function "
+        "again after a run whose value it reads from its closure had returned; call the "
+        "function before that run returns (inside it)")
+
+
+class _CutRun(ExtractedFunction):
+    """One run cut from a function's closure by ``stop_gradient``."""
+    __slots__ = ()
+    op = "stop_gradient"
 
 
 # ---------------------------------------------------------------- checkpointing

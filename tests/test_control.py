@@ -39,6 +39,90 @@ def test_stop_gradient_on_structures_and_arrays():
     assert h == 0.0
 
 
+# stop_gradient of a function: the runs going on when it is called are cut from what the
+# function closes over; its arguments keep their derivatives (the function is x -> f(x)
+# with its captured values held constant).
+
+@pytest.mark.parametrize('m', ['f', 'r'])
+def test_stop_gradient_of_a_function_cuts_its_closure(m):
+    # issue 14: derivative(lambda x: stop_gradient(lambda y: x * y)(2.0))(3.0) gave 2.0
+    assert D[m](lambda x: nd.stop_gradient(lambda y: x * y)(2.0))(3.0) == 0.0
+    # the argument's derivative stays: d/dx [x0 * x] = x0
+    assert D[m](lambda x: nd.stop_gradient(lambda y: x * y)(x))(3.0) == 3.0
+    assert nd.stage(D[m](lambda x: nd.stop_gradient(lambda y: x * y)(x)))(3.0) == 3.0
+    assert nd.stage(D[m](lambda x: nd.stop_gradient(lambda y: x * y)(2.0)))(3.0) == 0.0
+
+
+@pytest.mark.parametrize('pair', PAIRINGS)
+def test_stop_gradient_of_a_function_in_nested_runs(pair):
+    """The outer run a, the inner run b, both cut from f's closure; the argument a * b
+    keeps both.  f(y) = a b y frozen at (a0, b0) = (2, 3): d/db = a0 b0 a, d/da = a0 b0."""
+    inner = lambda a: D[pair[1]](lambda b: nd.stop_gradient(lambda y: a * b * y)(a * b))(3.0)  # noqa: E731
+    assert D[pair[0]](inner)(2.0) == 6.0
+    assert nd.stage(D[pair[0]](inner))(2.0) == 6.0
+    # only the outer run reaches the argument: d/db [b f(a)] = a0 b0 a, d/da = a0 b0
+    only_outer = lambda a: D[pair[1]](lambda b: b * nd.stop_gradient(lambda y: a * b * y)(a))(3.0)  # noqa: E731
+    assert D[pair[0]](only_outer)(2.0) == 6.0
+    assert nd.stage(D[pair[0]](only_outer))(2.0) == 6.0
+    # a stopped function made in the outer run and applied in the inner one: the inner
+    # run (started later) is not cut
+    made_outside = lambda a: (lambda g: D[pair[1]](lambda b: g(b) * b)(3.0))(  # noqa: E731
+        nd.stop_gradient(lambda y: a * y * y))
+    # d/db [a0 b^3] = 3 a0 b^2 with a frozen: the outer derivative is 0
+    assert D[pair[0]](made_outside)(2.0) == 0.0
+    assert made_outside(2.0) == 3 * 2.0 * 9.0
+
+
+def test_stop_gradient_of_a_function_of_arrays_in_every_mode():
+    W = np.array([[1.0, 2.0], [0.5, -1.0]])
+    x0 = np.array([0.3, -0.7])
+
+    def loss(x):
+        return anp.sum(anp.tanh(nd.stop_gradient(lambda y: (W @ x) * anp.sin(y))(x)))
+    c = W @ x0                                   # the closure's value, held constant
+    ref = lambda x: anp.sum(anp.tanh(c * anp.sin(x)))     # noqa: E731
+    want = nd.gradient_r(ref)(x0)
+    assert np.allclose(want, (1 - np.tanh(c * np.sin(x0)) ** 2) * c * np.cos(x0), rtol=1e-14)
+    for op in (nd.gradient_r, nd.gradient_f, nd.jacobian_r, nd.jacobian_f):
+        assert np.allclose(op(loss)(x0), want, rtol=1e-14, atol=0)
+        assert np.allclose(nd.stage(op(loss))(x0), want, rtol=1e-14, atol=0)
+    assert np.allclose(nd.vjp(loss, x0)[1](1.0)[0], want, rtol=1e-14, atol=0)
+    H = nd.hessian(ref)(x0)
+    for hess in (nd.hessian(loss), nd.jacobian_r(nd.gradient_r(loss)),
+                 nd.jacobian_f(nd.gradient_f(loss)), nd.stage(nd.hessian(loss))):
+        assert np.allclose(hess(x0), H, rtol=1e-13, atol=0)
+
+
+def test_stop_gradient_of_a_function_that_returns_a_function():
+    curried = lambda x: nd.stop_gradient(lambda y: lambda z: x * y * z)   # noqa: E731
+    # x frozen at x0 = 3 in the closure; the arguments keep their derivatives
+    assert nd.derivative(lambda x: curried(x)(x)(2.0))(3.0) == 6.0
+    assert nd.derivative(lambda x: curried(x)(2.0)(x))(3.0) == 6.0
+    assert nd.derivative(lambda x: curried(x)(2.0)(3.0))(3.0) == 0.0
+    assert nd.gradient_r(lambda x: curried(x)(2.0)(x))(3.0) == 6.0
+    # the derivative of a function-valued result that is a stopped function is zero
+    dg = nd.derivative(lambda x: nd.stop_gradient(lambda y: x * y))(3.0)
+    assert dg(5.0) == 0.0 and nd.derivative(dg)(5.0) == 0.0
+    # and a structure holding numbers and functions is stopped leaf by leaf
+    d = nd.derivative(lambda x: nd.stop_gradient({'v': x * x, 'f': lambda y: x * y})['f'](x))(3.0)
+    assert d == 3.0
+
+
+@pytest.mark.parametrize('pair', ['ff', 'rf', 'rr'])
+def test_stop_gradient_of_a_function_returning_a_function_in_nested_runs(pair):
+    # stop(y -> z -> a b y z)(2)(a b) = 2 a0 b0 a b: d/db = 2 a0 b0 a, d/da = 2 a0 b0 = 12
+    inner = lambda a: D[pair[1]](lambda b: nd.stop_gradient(   # noqa: E731
+        lambda y: lambda z: a * b * y * z)(2.0)(a * b))(3.0)
+    assert D[pair[0]](inner)(2.0) == 12.0
+    assert nd.stage(D[pair[0]](inner))(2.0) == 12.0
+
+
+def test_stop_gradient_of_a_function_with_keyword_arguments():
+    f = lambda x: nd.stop_gradient(lambda y, *, s: x * y * s)(x, s=x)   # noqa: E731
+    # x0 * x * x with x0 frozen: d/dx = 2 x0 x = 18
+    assert nd.derivative(f)(3.0) == 18.0 and nd.gradient_r(f)(3.0) == 18.0
+
+
 # ---------------------------------------------------------------- checkpoint
 
 def _segment(s, x):
