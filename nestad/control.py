@@ -7,6 +7,7 @@ handled the same way one run at a time.
 """
 import functools
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -157,6 +158,8 @@ def checkpoint(f):
     differ in the rerun; draw them outside and pass them in).  Memory for the time of one
     more run of ``f``.  The outermost run at the call decides: under a forward run ``f``
     runs as usual (forward mode keeps no tape)."""
+    _check_function("checkpoint(f)", "f", f)
+
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, tree = flatten((args, kwargs))
@@ -192,8 +195,10 @@ def checkpoint_loop(body, state, steps, every=None):
     (default about sqrt(steps)): reverse mode keeps the state at each checkpoint and the
     tape of one segment at a time, so memory grows like sqrt(steps), not steps, for one
     more forward run of the loop."""
-    if not isinstance(steps, int) or steps < 0:
-        raise InvalidInputError(f"checkpoint_loop: steps must be an int >= 0, not {steps!r}")
+    _check_function("checkpoint_loop(body, state, steps)", "body", body)
+    _check_int("checkpoint_loop", "steps", steps, 0)
+    if every is not None:
+        _check_int("checkpoint_loop", "every", every, 1, " (or None: about sqrt(steps))")
     every = every or max(1, math.isqrt(steps - 1) + 1 if steps else 1)
     segment = checkpoint(_run_segment)
     done = 0
@@ -202,6 +207,17 @@ def checkpoint_loop(body, state, steps, every=None):
         state = segment(body, state, m)
         done += m
     return state
+
+
+def _check_function(call, name, f):
+    if not callable(f):
+        raise InvalidInputError(f"{call}: {name} must be a function, not {type(f).__name__} "
+                                f"({f!r:.40})")
+
+
+def _check_int(op, name, v, least, hint=""):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < least:
+        raise InvalidInputError(f"{op}: {name} must be an int >= {least}{hint}, not {v!r}")
 
 
 def _run_segment(body, state, m):
@@ -223,6 +239,12 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
     differentiating the iterations; ``x0`` carries no derivative.  Both need
     ``x -> f(x, p)`` to be a contraction near ``x*`` (as the primal iteration does).
     Nests to any depth and pairing; staged, the iterations are ``while_loop``s."""
+    _check_function("fixed_point(f, x0, *params)", "f", f)
+    _check_int("fixed_point", "max_iter", max_iter, 1)
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) \
+            or not tol >= 0 or tol == math.inf:
+        raise InvalidInputError(f"fixed_point: tol must be a finite real number >= 0 (the "
+                                f"largest step taken for convergence, relative), not {tol!r}")
     x0 = stop_gradient(x0)
     leaves, tree = flatten(params)
     if not any(isinstance(x, Perturbed) for x in leaves):
@@ -249,22 +271,34 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
                 return tangent_of(tag, f(xb, *tree.build(pb)), "fixed_point")
             finally:
                 perturbation.retire(tag)
-        dx = _iterate(tangent_step, tree_map(_zero_like, x_star), tol, max_iter,
-                      "fixed_point's tangent equation")
+        # (tangents may carry a batch of directions, jacobian_f's: the iteration's state
+        # has their batch axes from the start)
+        d, q = next((d, q) for d, q in zip(dp, primals) if d is not None)
+        batch = np.shape(primal_value(d))[:np.ndim(primal_value(d)) - np.ndim(primal_value(q))]
+        dx = _iterate(tangent_step, tree_map(lambda x: _zero_like(x, batch), x_star), tol, max_iter,
+                      "fixed_point's tangent equation", _LINEARISED)
         return forward_result(top, x_star, dx)
 
     def pullback(prims, ct):
         from .operators import vjp
         _, pb = vjp(lambda x, *ls: f(x, *tree.build(ls)), x_star, *prims)
         w = _iterate(lambda w: _add(ct, pb(w)[0]), ct, tol, max_iter,
-                     "fixed_point's adjoint equation")
+                     "fixed_point's adjoint equation", _LINEARISED)
         cts = pb(w)[1:]
         return [c for c, k in zip(cts, carried) if k]
     return recomputing_cells(top, leaves, carried, primals, x_star, pullback, "fixed_point")
 
 
-def _zero_like(x):
-    shape = np.shape(primal_value(x))
+_LINEARISED = (
+    "the implicit derivative iterates the map linearised at the fixed point, which needs "
+    "df/dx there to be a contraction (spectral radius < 1; I - df/dx is singular or the "
+    "primal iteration only reached a repelling fixed point by starting on it). Rewrite the "
+    "map so that it contracts near the fixed point (for example x - (g(x) - x) / g'(x), "
+    "Newton's step, for a root of g(x) - x)")
+
+
+def _zero_like(x, batch=()):
+    shape = batch + np.shape(primal_value(x))
     return np.zeros(shape) if shape else 0.0
 
 
@@ -291,27 +325,45 @@ def _change(new, old):
     return stop_gradient(worst), stop_gradient(scale)
 
 
-def _iterate(g, x, tol, max_iter, what):
-    """Iterate ``x = g(x)`` until it stops changing (at most ``max_iter`` steps)."""
+def _iterate(g, x, tol, max_iter, what, hint=None):
+    """Iterate ``x = g(x)`` until it stops changing (at most ``max_iter`` steps).  An
+    iterate that is not finite ends the loop and raises: a run-off to inf made a last
+    step of inf, and inf <= tol * inf read as convergence."""
     from .primitives import maximum
     from .staging import while_loop
 
+    def finite(x):
+        return _change(x, x)[1] < math.inf          # (nan < inf is False too)
+
     def converged(x_new, x_old):
         worst, scale = _change(x_new, x_old)
-        return worst <= tol * maximum(1.0, scale)
+        return (worst <= tol * maximum(1.0, scale)) & (scale < math.inf)
 
     def cond(s):
         x_prev, x, k = s
         # (Python's `not` would fix the answer when traced; `== False` stays a value)
-        return (k == 0) | ((converged(x, x_prev) == False) & (k < max_iter))   # noqa: E712
+        return (k == 0) | ((converged(x, x_prev) == False) & (k < max_iter)   # noqa: E712
+                           & finite(x))
 
     def body(s):
         _, x, k = s
         return (x, g(x), k + 1)
     x_prev, x, k = while_loop(cond, body, (x, x, 0))
+    if not finite(x):
+        raise NestadError(
+            f"{what} diverged: iterate {_shown(k)} is not finite (inf or nan); "
+            + (hint or "the iteration runs away from the fixed point: start nearer to it, or "
+               "use a map that is a contraction there (|df/dx| < 1)"))
     if not converged(x, x_prev):
         worst, _ = _change(x, x_prev)
         raise NestadError(f"{what} did not converge in {max_iter} iterations (the last step "
-                          f"changed an entry by {primal_value(worst):.3g}); check that the map "
-                          "is a contraction near the fixed point, or raise max_iter")
+                          f"changed an entry by {_shown(worst):.3g}); "
+                          + (hint or "check that the map is a contraction near the fixed "
+                             "point, or raise max_iter"))
     return x
+
+
+def _shown(v):
+    """A number for a message: the value under perturbations, and under a tracer."""
+    v = primal_value(v)
+    return getattr(v, 'val', v)

@@ -38,6 +38,10 @@ from .program import Program, depends, simplify
 
 def while_loop(cond, body, state):
     """Repeat ``state = body(state)`` while ``cond(state)``; return the final state."""
+    for name, fn in (('cond', cond), ('body', body)):
+        if not callable(fn):
+            raise InvalidInputError(f"while_loop(cond, body, state): {name} must be a function "
+                                    f"of the state, not {type(fn).__name__} ({fn!r:.40})")
     leaves, tree = flatten(state)
     for k, x in enumerate(leaves):
         if not _is_state_leaf(x):
@@ -45,18 +49,16 @@ def while_loop(cond, body, state):
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
     if active() is None and not any(is_tracer(primal_value(x)) for x in leaves):
-        while cond(state):                 # eager: Python's loop, overloading as usual
-            state = body(state)
-        return state
+        return _python_loop(cond, body, state, InvalidInputError)   # eager: Python's loop
 
     def cond_flat(ls):
         return cond(tree.build(ls))
 
     def body_flat(ls):
-        out, out_tree = flatten(body(tree.build(ls)))
+        new = body(tree.build(ls))
+        out, out_tree = flatten(new)
         if out_tree.signature() != tree.signature():
-            raise StagingError("while_loop: the body must return a state of the same "
-                               "structure as it was given")
+            raise StagingError(_structure_changed(state, new))
         return out
     try:
         return tree.build(_loop(cond_flat, body_flat, leaves))
@@ -64,9 +66,42 @@ def while_loop(cond, body, state):
         # The body reads, from its closure, a value that an enclosing gradient_r
         # differentiates: its tape cells cannot become loop state, so the loop runs as
         # Python's (unrolled into the trace, the program fixed to this trip count).
-        while cond(state):
-            state = body(state)
-        return state
+        return _python_loop(cond, body, state, StagingError)
+
+
+def _python_loop(cond, body, state, error):
+    """Python's loop, checking after each step that the body kept the state's structure,
+    shapes and dtypes (as a staged loop must: the same code behaves the same staged)."""
+    leaves, tree = flatten(state)
+    signature, avals = tree.signature(), [_leaf_aval(x) for x in leaves]
+    while cond(state):
+        new = body(state)
+        out, out_tree = flatten(new)
+        if out_tree.signature() != signature:
+            raise error(_structure_changed(state, new))
+        for k, (x, (shape, dtype)) in enumerate(zip(out, avals)):
+            got = _leaf_aval(x)
+            if got != (shape, dtype):
+                raise error(_leaf_changed(k, shape, dtype, *got))
+        state = new
+    return state
+
+
+def _leaf_aval(x):
+    v = primal_value(x)
+    return _aval(v.var if is_tracer(v) else v)
+
+
+def _structure_changed(before, after):
+    from ..structures import describe
+    return (f"while_loop: the body must return a state of the same structure as it was "
+            f"given, {describe(before)}, but it returned {describe(after)} (* marks a leaf)")
+
+
+def _leaf_changed(k, shape, dtype, new_shape, new_dtype):
+    return (f"while_loop: the body turns state leaf {k} from {dtype}{list(shape)} into "
+            f"{new_dtype}{list(new_shape)}; a loop's state keeps its shapes and dtypes (start a "
+            "float as 0.0, not 0)")
 
 
 class _Unroll(Exception):
@@ -435,10 +470,7 @@ def _record(cond_f, body_f, leaves):
     for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
         shape, dtype = _aval(o)
         if (shape, dtype) != (v.shape, v.dtype):
-            raise StagingError(
-                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
-                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
-                "float as 0.0, not 0)")
+            raise StagingError(_leaf_changed(k, v.shape, v.dtype, shape, dtype))
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps))
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     final = WHILE.plain(*[a.val if is_tracer(a) else a for a in args], **params)
