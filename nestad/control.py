@@ -8,6 +8,8 @@ handled the same way one run at a time.
 import functools
 import math
 import numbers
+import random
+import types
 import warnings
 
 import numpy as np
@@ -154,10 +156,16 @@ def checkpoint(f):
     """``f``, computed so that reverse mode does not keep its tape (seed 002's
     checkpointing): the forward phase runs ``f`` on the primal values and keeps only
     its arguments; the reverse phase reruns ``f`` with a tape when it needs the
-    sensitivities (so ``f`` must be deterministic: random numbers drawn inside it would
-    differ in the rerun; draw them outside and pass them in).  Memory for the time of one
-    more run of ``f``.  The outermost run at the call decides: under a forward run ``f``
-    runs as usual (forward mode keeps no tape)."""
+    sensitivities.  Memory for the time of one more run of ``f``.  The outermost run at
+    the call decides: under a forward run ``f`` runs as usual (forward mode keeps no tape).
+
+    The rerun must compute what the first run did.  As PyTorch's checkpoint does, the
+    random generators ``f`` may draw from are put back in the state they had before the
+    first run for each rerun (and restored after it): numpy's global one, Python's
+    ``random``, and the ``numpy.random.Generator``, ``RandomState`` and ``random.Random``
+    objects found in ``f``'s arguments, closure, defaults and the globals it names.  The
+    rerun's value is compared with the first one's, and a difference raises, naming
+    ``f``: never a gradient of another function."""
     _check_function("checkpoint(f)", "f", f)
 
     @functools.wraps(f)
@@ -168,23 +176,151 @@ def checkpoint(f):
         top, carried, primals, forward = peel(leaves)
         if forward:
             return f(*args, **kwargs)
+        rerun = _Rerun(f, leaves)
         out = apply(checkpointed, tree, primals)
+        rerun.first = flatten(out)[0]
         if reads_closure(out, top):
             # f reads a value of this run from its closure: the recomputation could not
             # reach it, so this run is taped as usual (correct, but without the saving).
-            warnings.warn(f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value "
+            warnings.warn(f"checkpoint: {_name(f)} reads a value "
                           "being differentiated from its closure, so its tape is kept; pass "
                           "that value as an argument to save the memory", stacklevel=2)
-            return f(*args, **kwargs)
+            return rerun(*args, **kwargs)
         return recomputing_cells(top, leaves, carried, primals, out,
-                                 vjp_of(f, tree, carried, lambda: _closure_error(f)),
+                                 vjp_of(rerun, tree, carried, lambda: _closure_error(f)),
                                  "a checkpointed function")
     return checkpointed
 
 
+def _name(f):
+    return getattr(f, '__qualname__', None) or getattr(f, '__name__', None) or repr(f)
+
+
+class _Rerun:
+    """``f`` run again as it ran the first time: the random generators it may read are
+    saved before the first run and put back for each rerun (then restored, so that the
+    program's own stream goes on where it was), and the rerun's value is checked against
+    the first run's (``first``, its output leaves)."""
+
+    def __init__(self, f, leaves):
+        self.f, self.first = f, None
+        self.saved = [(g, _rng_state(g)) for g in _generators(f, leaves)]
+
+    def __call__(self, *args, **kwargs):
+        now = [(g, _rng_state(g)) for g, _ in self.saved]
+        for g, state in self.saved:
+            _set_rng_state(g, state)
+        try:
+            out = self.f(*args, **kwargs)
+        finally:
+            for g, state in now:
+                _set_rng_state(g, state)
+        self._check(flatten(out)[0])
+        return out
+
+    def _check(self, again):
+        for k, (a, b) in enumerate(zip(self.first, again)):
+            a, b = primal_value(a), primal_value(b)
+            if _is_traced(a) or _is_traced(b):
+                continue                  # (staged: the values are not known here)
+            try:
+                same = np.array_equal(a, b, equal_nan=True)
+            except TypeError:
+                same = np.array_equal(a, b)
+            if not same:
+                raise NestadError(
+                    f"checkpoint: {_name(self.f)} computed another value when the reverse phase "
+                    f"ran it again (output {k}: {b!r:.60} against {a!r:.60} the first time), so "
+                    "the gradient would be another function's. It draws random numbers nestad "
+                    "could not restore, or reads state that changed in between. Draw the random "
+                    "numbers outside the checkpointed function and pass them in (or pass the "
+                    "numpy Generator as an argument), and keep the function pure")
+
+
+def _is_traced(v):
+    from .tracer import is_tracer
+    return is_tracer(v)
+
+
+_RANDOM = (np.random.Generator, np.random.RandomState, random.Random)
+
+
+def _generators(f, leaves):
+    """The random generators ``f`` may draw from: numpy's global one, Python's
+    ``random``, and the generators among its arguments and reachable from it (closure
+    cells, defaults, the globals its code names, bound objects, partials, a few levels
+    of containers and object attributes)."""
+    found = {id(g): g for g in (np.random.mtrand._rand, random._inst)}
+    seen = set()
+
+    def visit(x, depth):
+        if isinstance(x, _RANDOM):
+            found[id(x)] = x
+            return
+        if depth > 3 or id(x) in seen or isinstance(x, (Perturbed, np.ndarray, numbers.Number,
+                                                        str, bytes, type, types.ModuleType)):
+            return
+        seen.add(id(x))
+        more = []
+        if isinstance(x, types.FunctionType):
+            more += [c.cell_contents for c in x.__closure__ or () if _filled(c)]
+            more += list(x.__defaults__ or ()) + list((x.__kwdefaults__ or {}).values())
+            more += [x.__globals__[n] for n in _names_used(x.__code__) if n in x.__globals__]
+        elif isinstance(x, functools.partial):
+            more += [x.func, *x.args, *x.keywords.values()]
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            more += list(x)[:100]
+        elif isinstance(x, dict):
+            more += list(x.values())[:100]
+        else:
+            bound = getattr(x, '__self__', None)      # a bound method (rng.normal too)
+            if bound is not None and not isinstance(bound, types.ModuleType):
+                more += [bound, getattr(x, '__func__', None)]
+            more += list(getattr(x, '__dict__', {}).values())[:100]
+        for y in more:
+            visit(y, depth + 1)
+
+    visit(f, 0)
+    for x in leaves:
+        visit(x, 1)
+    return list(found.values())
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:                   # (a cell not yet assigned)
+        return False
+
+
+def _names_used(code):
+    """The global names a code object and the functions defined in it read."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _names_used(c)
+    return names
+
+
+def _rng_state(g):
+    if isinstance(g, np.random.Generator):
+        return g.bit_generator.state
+    return g.get_state() if isinstance(g, np.random.RandomState) else g.getstate()
+
+
+def _set_rng_state(g, state):
+    if isinstance(g, np.random.Generator):
+        g.bit_generator.state = state
+    elif isinstance(g, np.random.RandomState):
+        g.set_state(state)
+    else:
+        g.setstate(state)
+
+
 def _closure_error(f):
     return InvalidInputError(
-        f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value being "
+        f"checkpoint: {_name(f)} reads a value being "
         "differentiated from its closure, and the reverse phase ran it again after that "
         "value's run had returned; pass the value to the checkpointed function as an "
         "argument")

@@ -1,6 +1,7 @@
 """stop_gradient, checkpoint, checkpoint_loop and fixed_point: values against closed forms
 and finite differences, in every mode and pairing, eager and staged."""
 import math
+import random
 import tracemalloc
 
 import numpy as np
@@ -168,6 +169,98 @@ def test_checkpoint_rerun_after_its_run_returned_names_the_closure(pullback):
     assert nd.gradient_r(f)(0.3) == 0.0
 
 
+# A checkpointed function's rerun must compute what its first run did (issue 14: value 1.637,
+# gradient 1.270 for x * rng.uniform(1, 2), the gradient of another draw).
+
+class _Model:
+    def __init__(self):
+        self.rng = np.random.RandomState(3)
+
+    def scale(self, x):
+        return x * self.rng.rand()
+
+
+_GLOBAL_RNG = None
+
+
+def _draws_from_a_global(x):
+    return x * _GLOBAL_RNG.normal() + nd.sin(x)
+
+
+def _closure_generator():
+    rng = np.random.default_rng(0)
+    return lambda x: x * rng.uniform(1, 2)
+
+
+def _module_global():
+    global _GLOBAL_RNG
+    _GLOBAL_RNG = np.random.default_rng(11)
+    return _draws_from_a_global
+
+
+def _seeded(make):
+    """A maker of the function, its generators freshly seeded (the global ones too)."""
+    def fresh():
+        np.random.seed(7)
+        random.seed(7)
+        return make()
+    return fresh
+
+
+DRAWS = {   # f(x) = x * u (+ sin x), u drawn inside f
+    'closure Generator': _seeded(_closure_generator),
+    'numpy global': _seeded(lambda: lambda x: x * np.random.uniform(1, 2)),
+    'python random': _seeded(lambda: lambda x: x * random.uniform(1, 2)),
+    'bound method of an object': _seeded(lambda: _Model().scale),
+    'module global': _seeded(_module_global),
+}
+
+
+@pytest.mark.parametrize('source', list(DRAWS))
+@pytest.mark.parametrize('mode', ['value_and_gradient_r', 'vjp', 'jacobian_r', 'rr', 'staged'])
+def test_checkpoint_reruns_with_the_same_random_numbers(source, mode):
+    v0, g0 = nd.value_and_gradient_r(DRAWS[source]())(1.5)    # the same draws, no checkpoint
+    ck = nd.checkpoint(DRAWS[source]())
+    if mode == 'value_and_gradient_r':
+        assert nd.value_and_gradient_r(ck)(1.5) == (v0, g0)
+    elif mode == 'vjp':
+        v, pb = nd.vjp(ck, 1.5)
+        assert v == v0 and pb(1.0) == (g0,) and pb(1.0) == (g0,)   # every pullback reruns the same
+    elif mode == 'jacobian_r':
+        assert nd.jacobian_r(ck)(1.5) == g0
+    elif mode == 'rr':
+        # the second derivative of x * u (+ sin x) is 0 (- sin x)
+        h = nd.gradient_r(nd.gradient_r(ck))(1.5)
+        assert math.isclose(h, -math.sin(1.5) if source == 'module global' else 0.0, abs_tol=1e-15)
+        assert nd.gradient_r(nd.checkpoint(DRAWS[source]()))(1.5) == g0
+    else:
+        assert nd.stage(nd.gradient_r(ck))(1.5) == g0
+
+
+def test_checkpoint_leaves_the_random_stream_where_one_run_leaves_it():
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    v, g = nd.value_and_gradient_r(nd.checkpoint(lambda x: x * a.uniform(1, 2)))(1.0)
+    assert v == g == b.uniform(1, 2)
+    assert a.uniform() == b.uniform()                # one draw taken, not two, not none
+
+
+def test_checkpoint_with_a_generator_passed_as_an_argument():
+    ck = nd.checkpoint(lambda x, rng: x * rng.normal())
+    v, g = nd.value_and_gradient_r(ck)(2.0, np.random.default_rng(1))
+    assert g == np.random.default_rng(1).normal() and v == 2.0 * g
+
+
+def test_checkpoint_of_a_function_that_computes_something_else_again_raises():
+    calls = [0]
+
+    def counter(x):
+        calls[0] += 1
+        return x * calls[0]
+    with pytest.raises(nd.NestadError, match="checkpoint: .*counter computed another value when "
+                                             "the reverse phase ran it again.*pass them in"):
+        nd.gradient_r(nd.checkpoint(counter))(1.0)
+
+
 def _loop_step(s):
     return (s[0] + 0.001 * nd.sin(s[0] * s[1]), s[1])
 
@@ -269,8 +362,75 @@ def test_fixed_point_does_not_differentiate_the_iterations():
     assert nd.derivative(f)(9.0) == 1 / 6
 
 
+# A run-off to inf was read as convergence (issue 14): inf <= tol * inf.
+
+def _runs_off(a):
+    return nd.fixed_point(lambda x, a: 2 * x + a, 1.0, a)
+
+
+def _repelling(a):
+    """x = 2 x - a has the fixed point a, repelling: the primal starts on it (x0 = 3 = a)
+    and stops at once, but the linearised iteration dx = 2 dx - da runs off to -inf."""
+    return nd.fixed_point(lambda x, a: 2 * x - a, 3.0, a)
+
+
+@pytest.mark.parametrize('modes', ['', 'f', 'r'] + PAIRINGS)
+@pytest.mark.parametrize('staged', [False, True])
+def test_fixed_point_that_runs_off_to_infinity_raises(modes, staged):
+    f = nest(modes, _runs_off)
+    with pytest.raises(nd.NestadError, match=r"fixed_point diverged: iterate 10\d\d is not "
+                                             r"finite.*contraction"):
+        (nd.stage(f) if staged else f)(1.0)
+
+
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+@pytest.mark.parametrize('staged', [False, True])
+def test_fixed_point_whose_linearised_iteration_diverges_raises(modes, staged):
+    assert _repelling(3.0) == 3.0
+    f = nest(modes, _repelling)
+    with pytest.raises(nd.NestadError, match=r"fixed_point's (tangent|adjoint) equation diverged: "
+                                             r"iterate \d+ is not finite.*spectral radius < 1"):
+        (nd.stage(f) if staged else f)(3.0)
+
+
+def test_fixed_point_with_a_nan_iterate_raises():
+    with pytest.raises(nd.NestadError, match="fixed_point diverged: iterate 1 is not finite"):
+        nd.fixed_point(lambda x, a: x + nd.log(x - a), 1.0, 5.0)
+
+
+def test_staged_fixed_point_converging_then_diverging_raises():
+    # x = p x + 1 converges for |p| < 1 (x* = 1 / (1 - p)) and runs off for p > 1: the
+    # staged function must not take the program traced at p = 0.5 for p = 2.
+    solve = lambda p: nd.fixed_point(lambda x, p: p * x + 1.0, 0.0, p)     # noqa: E731
+    for op in (lambda f: f, nd.derivative, nd.gradient_r):
+        S = nd.stage(op(solve))
+        assert math.isclose(S(0.5), op(lambda p: 1 / (1 - p))(0.5), rel_tol=1e-10)
+        with pytest.raises(nd.NestadError, match="diverged"):
+            S(2.0)
+
+
 def test_fixed_point_errors():
     with pytest.raises(nd.NestadError, match="did not converge"):
         nd.fixed_point(lambda x, p: 2.0 * x + p, 1.0, 1.0, max_iter=50)
     with pytest.raises(nd.InvalidInputError, match="closure"):
         nd.derivative(lambda b: nd.fixed_point(lambda x, a: (x + a / x) / 2 + 0.0 * b, 1.0, 4.0))(1.0)
+
+
+# ---------------------------------------------------------------- while_loop's state
+
+@pytest.mark.parametrize('staged', [False, True])
+@pytest.mark.parametrize('body, message', [
+    (lambda s: (s[0] + 1, s[1], 2.0), r"same structure as it was given, \(\*, \*\), but it returned "
+                                       r"\(\*, \*, \*\)"),
+    (lambda s: (s[0] + 1, [s[1]]), r"but it returned \(\*, \[\*\]\)"),
+    (lambda s: (s[0] + 0.5, s[1]), r"turns state leaf 0 from int64\[\] into float64\[\].*start a "
+                                    r"float as 0.0, not 0"),
+    (lambda s: (s[0] + 1, anp.stack([s[1], s[1]])), r"turns state leaf 1 from float64\[\] into "
+                                                      r"float64\[2\]"),
+])
+def test_while_loop_body_must_keep_the_state_eager_and_staged(staged, body, message):
+    f = lambda x: nd.while_loop(lambda s: s[0] < 3, body, (0, x))          # noqa: E731
+    with pytest.raises(nd.NestadError, match=message):
+        (nd.stage(f) if staged else f)(1.0)
+    with pytest.raises(nd.NestadError, match=message):
+        nd.derivative(f)(1.0) if not staged else nd.stage(nd.gradient_r(lambda x: f(x)[1]))(1.0)
