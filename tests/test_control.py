@@ -118,6 +118,14 @@ def test_stop_gradient_of_a_function_returning_a_function_in_nested_runs(pair):
     assert nd.stage(D[pair[0]](inner))(2.0) == 12.0
 
 
+def test_stop_gradient_of_a_function_drawing_random_numbers_in_reverse_mode():
+    # the reverse rule reruns the function in its pullback: with the same draws
+    rng, twin = np.random.default_rng(0), np.random.default_rng(0)
+    g = nd.gradient_r(lambda x: nd.stop_gradient(lambda y: x * y * rng.uniform(1, 2))(x))(1.5)
+    assert g == 1.5 * twin.uniform(1, 2)
+    assert rng.uniform() == twin.uniform()
+
+
 def test_stop_gradient_of_a_function_with_keyword_arguments():
     f = lambda x: nd.stop_gradient(lambda y, *, s: x * y * s)(x, s=x)   # noqa: E731
     # x0 * x * x with x0 frozen: d/dx = 2 x0 x = 18
