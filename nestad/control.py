@@ -147,9 +147,11 @@ def _stopped_closure_error(fn):
 
 
 class _CutRun(ExtractedFunction):
-    """One run cut from a function's closure by ``stop_gradient``."""
+    """One run cut from a function's closure by ``stop_gradient`` (what is not a number
+    or a function in its results, a string or None, is passed on as stop_gradient
+    passes it)."""
     __slots__ = ()
-    op = "stop_gradient"
+    op, strict = "stop_gradient", False
 
 
 # ---------------------------------------------------------------- checkpointing
