@@ -121,13 +121,9 @@ def _reverse_tags(x, found):
 
 def _carries_reverse(x):
     """Does the value ``x`` carry a reverse-mode perturbation anywhere inside?"""
-    while isinstance(x, Perturbed):
-        if not isinstance(x, Bundle):
-            return True
-        if _carries_reverse(x.tangent):
-            return True
-        x = x.primal
-    return False
+    found = set()
+    _reverse_tags(x, found)
+    return bool(found)
 
 
 def _numeric_outputs(out):
@@ -165,9 +161,10 @@ def checkpoint(f):
 
     The rerun must compute what the first run did.  As PyTorch's checkpoint does, the
     random generators ``f`` may draw from are put back in the state they had before the
-    first run for each rerun (and restored after it): numpy's global one, Python's
-    ``random``, and the ``numpy.random.Generator``, ``RandomState`` and ``random.Random``
-    objects found in ``f``'s arguments, closure, defaults and the globals it names.  The
+    first run for each rerun (and restored after it): the ``numpy.random.Generator``,
+    ``RandomState`` and ``random.Random`` objects found in ``f``'s arguments, closure,
+    defaults and the globals it names, and numpy's global one and Python's ``random`` if
+    that code names ``random``.  The
     rerun's value is compared with the first one's, and a difference raises, naming
     ``f``: never a gradient of another function."""
     _check_function("checkpoint(f)", "f", f)
@@ -242,7 +239,7 @@ class _Rerun:
                     f"ran it again (output {k}: {b!r:.60} against {a!r:.60} the first time), so "
                     "the gradient would be another function's. It draws random numbers nestad "
                     "could not restore, or reads state that changed in between. Draw the random "
-                    "numbers outside the checkpointed function and pass them in (or pass the "
+                    "numbers outside the function and pass them in (or pass the "
                     "numpy Generator as an argument), and keep the function pure")
 
 
