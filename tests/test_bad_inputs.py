@@ -645,3 +645,15 @@ def test_stop_gradient_function_result_under_reverse_mode():
     with pytest.raises(InvalidInputError, match=r"stop_gradient\(f\)\(...\): f returned a function "
                                                 r"while its arguments carry a reverse-mode.*derivative"):
         nd.gradient_r(lambda x: nd.stop_gradient(lambda y: lambda z: x * y * z)(x)(2.0))(3.0)
+
+
+@pytest.mark.parametrize('through', [
+    lambda v: nd.stage(lambda y: y * 2.0)(v), lambda v: nd.checkpoint(lambda y: y)(v),
+    lambda v: nd.fixed_point(lambda x, a: x / 2 + a, 0.0, v), lambda v: nd.stop_gradient(lambda y: y)(v),
+    lambda v: nd.while_loop(lambda s: s[0] < 2, lambda s: (s[0] + 1, s[1]), (0, v))[1],
+])
+@pytest.mark.parametrize('read', ['derivative', 'gradient_r'])
+def test_leaked_perturbation_through_a_control_operator(through, read):
+    leaked = _leak('gradient_r', 0)
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
+        LEAK_READS[read](lambda z: through(leaked))
