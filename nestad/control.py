@@ -7,23 +7,147 @@ handled the same way one run at a time.
 """
 import functools
 import math
+import numbers
+import random
+import types
 import warnings
 
 import numpy as np
 
 from . import perturbation
-from .custom import apply, forward_result, peel, reads_closure, recomputing_cells, vjp_of
+from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
+                     vjp_of)
 from .errors import InvalidInputError, NestadError
-from .extraction import tangent_of
+from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
 from .structures import flatten, tree_map
-from .values import Perturbed, primal_value
+from .values import Bundle, Perturbed, primal_value
 
 
 def stop_gradient(x):
     """``x`` with every perturbation removed, leaf by leaf: no derivative of any run,
-    forward or reverse, at any depth, flows through the result."""
-    return tree_map(primal_value, x)
+    forward or reverse, at any depth, flows through the result.
+
+    A function leaf ``f`` (functions are values) becomes a function whose results carry
+    no derivative of the runs going on now through what ``f`` closes over: ``f`` with
+    those runs' perturbations set to zero.  Its arguments keep theirs: for ``y``
+    perturbed by such a run, ``stop_gradient(f)(y)`` differentiates through ``y`` only
+    (as ``x -> f(x)`` with ``f``'s captured values held constant).  Runs started later
+    are not cut."""
+    tags = None
+
+    def stop(leaf):
+        nonlocal tags
+        if not callable(leaf) or isinstance(leaf, (Perturbed, type)):
+            return primal_value(leaf)
+        if tags is None:
+            tags = tuple(perturbation.live_tags())
+        return _StoppedFunction(leaf, tags) if tags else leaf
+    return tree_map(stop, x)
+
+
+class _StoppedFunction:
+    """``fn`` with the perturbations of runs ``tags`` cut from its closure."""
+    __slots__ = ('fn', 'tags', '__weakref__')
+
+    def __init__(self, fn, tags):
+        self.fn, self.tags = fn, tags
+
+    def __call__(self, *args, **kwargs):
+        return _apply_stopped(self.fn, self.tags, args, kwargs)
+
+    def __repr__(self):
+        return f"<stop_gradient of {self.fn!r}>"
+
+
+def _apply_stopped(fn, tags, args, kwargs):
+    """``fn(*args, **kwargs)`` with runs ``tags`` cut from ``fn``'s closure, not from
+    the arguments.  Forward runs are told apart by renaming: the arguments' perturbation
+    ``t`` becomes an adjacent tag for the call, and ``t`` is then read out of the result
+    (``primal_of``), as for a function-valued result (notes/functional-outputs.md).
+    Reverse runs cannot be renamed (a tape is shared by cell ids), so while the
+    arguments carry one, the outermost run is peeled as ``checkpoint`` peels it, its
+    rule (``fn``'s jvp or vjp, run on a fresh tag) applied with the same cut."""
+    leaves, tree = flatten((args, kwargs))
+    if not any(_carries_reverse(x) for x in leaves):
+        g = fn
+        for t in reversed(tags):        # the newest run is cut first (innermost), so that
+            g = _CutRun(t, g, PRIMAL)   # an older one is never read out of its tape
+        out = g(*args, **kwargs)
+        # A function it returns has these runs cut from it by renaming, which does not
+        # keep a reverse run's perturbation of its own arguments: _ReverseCut does.
+        return tree_map(lambda y: _ReverseCut(y, tags) if callable(y) else y, out)
+    top, carried, primals, forward = peel(leaves)
+    if forward:
+        jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
+        tangents = [x.tangent for x, c in zip(leaves, carried) if c]
+        out, tangent = _apply_stopped(jvp_f, tags, (primals, tangents), {})
+        _numeric_outputs(out)
+        return forward_result(top, out, tangent)
+    rerun = _Rerun(fn, leaves, "stop_gradient")   # (the pullback runs fn again)
+    out = _apply_stopped(lambda *ls: apply(fn, tree, ls), tags, tuple(primals), {})
+    _numeric_outputs(out)
+    rerun.first = flatten(out)[0]
+    vjp_f = vjp_of(rerun, tree, carried, lambda: _stopped_closure_error(fn))
+    return recomputing_cells(
+        top, leaves, carried, primals, out,
+        lambda prims, ct: _apply_stopped(vjp_f, tags, (prims, ct), {}), "stop_gradient(f)")
+
+
+class _ReverseCut(_StoppedFunction):
+    """A function returned by a stopped function: runs ``tags`` are cut from it
+    already, by renaming; for arguments that carry one of them in reverse mode, the
+    reverse runs among them are cut by peeling instead (its closure may hold forward
+    perturbations of the first call's arguments, which are kept)."""
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        found = set()
+        for x in flatten((args, kwargs))[0]:
+            _reverse_tags(x, found)
+        cut = tuple(t for t in self.tags if t in found)
+        return _apply_stopped(self.fn, cut, args, kwargs) if cut else self.fn(*args, **kwargs)
+
+
+def _reverse_tags(x, found):
+    """Add to ``found`` the tags of the reverse-mode perturbations in the value ``x``."""
+    while isinstance(x, Perturbed):
+        if not isinstance(x, Bundle):
+            found.add(x.tag)
+        else:
+            _reverse_tags(x.tangent, found)
+        x = x.primal
+
+
+def _carries_reverse(x):
+    """Does the value ``x`` carry a reverse-mode perturbation anywhere inside?"""
+    found = set()
+    _reverse_tags(x, found)
+    return bool(found)
+
+
+def _numeric_outputs(out):
+    if any(callable(y) for y in flatten(out)[0]):
+        raise InvalidInputError(
+            "stop_gradient(f)(...): f returned a function while its arguments carry a "
+            "reverse-mode (gradient_r) perturbation; nestad differentiates function-valued "
+            "results in forward mode only. Apply the returned function inside f, or use "
+            "derivative / jvp for this run")
+
+
+def _stopped_closure_error(fn):
+    return InvalidInputError(
+        f"stop_gradient({getattr(fn, '__name__', 'f')}): the reverse phase ran the function "
+        "again after a run whose value it reads from its closure had returned; call the "
+        "function before that run returns (inside it)")
+
+
+class _CutRun(ExtractedFunction):
+    """One run cut from a function's closure by ``stop_gradient`` (what is not a number
+    or a function in its results, a string or None, is passed on as stop_gradient
+    passes it)."""
+    __slots__ = ()
+    op, strict = "stop_gradient", False
 
 
 # ---------------------------------------------------------------- checkpointing
@@ -32,10 +156,19 @@ def checkpoint(f):
     """``f``, computed so that reverse mode does not keep its tape (seed 002's
     checkpointing): the forward phase runs ``f`` on the primal values and keeps only
     its arguments; the reverse phase reruns ``f`` with a tape when it needs the
-    sensitivities (so ``f`` must be deterministic: random numbers drawn inside it would
-    differ in the rerun; draw them outside and pass them in).  Memory for the time of one
-    more run of ``f``.  The outermost run at the call decides: under a forward run ``f``
-    runs as usual (forward mode keeps no tape)."""
+    sensitivities.  Memory for the time of one more run of ``f``.  The outermost run at
+    the call decides: under a forward run ``f`` runs as usual (forward mode keeps no tape).
+
+    The rerun must compute what the first run did.  As PyTorch's checkpoint does, the
+    random generators ``f`` may draw from are put back in the state they had before the
+    first run for each rerun (and restored after it): the ``numpy.random.Generator``,
+    ``RandomState`` and ``random.Random`` objects found in ``f``'s arguments, closure,
+    defaults and the globals it names, and numpy's global one and Python's ``random`` if
+    that code names ``random``.  The
+    rerun's value is compared with the first one's, and a difference raises, naming
+    ``f``: never a gradient of another function."""
+    _check_function("checkpoint(f)", "f", f)
+
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, tree = flatten((args, kwargs))
@@ -44,23 +177,193 @@ def checkpoint(f):
         top, carried, primals, forward = peel(leaves)
         if forward:
             return f(*args, **kwargs)
+        rerun = _Rerun(f, leaves)
         out = apply(checkpointed, tree, primals)
+        rerun.first = flatten(out)[0]
         if reads_closure(out, top):
             # f reads a value of this run from its closure: the recomputation could not
             # reach it, so this run is taped as usual (correct, but without the saving).
-            warnings.warn(f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value "
+            warnings.warn(f"checkpoint: {_name(f)} reads a value "
                           "being differentiated from its closure, so its tape is kept; pass "
                           "that value as an argument to save the memory", stacklevel=2)
-            return f(*args, **kwargs)
+            return rerun(*args, **kwargs)
         return recomputing_cells(top, leaves, carried, primals, out,
-                                 vjp_of(f, tree, carried, lambda: _closure_error(f)),
+                                 vjp_of(rerun, tree, carried, lambda: _closure_error(f)),
                                  "a checkpointed function")
     return checkpointed
 
 
+def _name(f):
+    return getattr(f, '__qualname__', None) or getattr(f, '__name__', None) or repr(f)
+
+
+class _Rerun:
+    """``f`` run again as it ran the first time: the random generators it may read are
+    saved before the first run and put back for each rerun (then restored, so that the
+    program's own stream goes on where it was), and the rerun's value is checked against
+    the first run's (``first``, its output leaves)."""
+
+    def __init__(self, f, leaves, op="checkpoint"):
+        self.f, self.first, self.op = f, None, op
+        self.saved = [(g, _rng_state(g)) for g in _generators(f, leaves)]
+
+    def __call__(self, *args, **kwargs):
+        now = []
+        for g, state in self.saved:
+            current = _rng_state(g)
+            if current is not state:          # (the same state is the same object)
+                now.append((g, current))
+                _set_rng_state(g, state)
+        try:
+            out = self.f(*args, **kwargs)
+        finally:
+            for g, state in now:
+                _set_rng_state(g, state)
+        self._check(flatten(out)[0])
+        return out
+
+    def _check(self, again):
+        for k, (a, b) in enumerate(zip(self.first, again)):
+            a, b = primal_value(a), primal_value(b)
+            if a.__class__ is float and b.__class__ is float and (a == b or a != a and b != b):
+                continue                  # (the common case, without numpy's overhead)
+            if _is_traced(a) or _is_traced(b):
+                continue                  # (staged: the values are not known here)
+            try:
+                same = np.array_equal(a, b, equal_nan=True)
+            except TypeError:
+                same = np.array_equal(a, b)
+            if not same:
+                raise NestadError(
+                    f"{self.op}: {_name(self.f)} computed another value when the reverse phase "
+                    f"ran it again (output {k}: {b!r:.60} against {a!r:.60} the first time), so "
+                    "the gradient would be another function's. It draws random numbers nestad "
+                    "could not restore, or reads state that changed in between. Draw the random "
+                    "numbers outside the function and pass them in (or pass the "
+                    "numpy Generator as an argument), and keep the function pure")
+
+
+def _is_traced(v):
+    from .tracer import is_tracer
+    return is_tracer(v)
+
+
+_RANDOM = (np.random.Generator, np.random.RandomState, random.Random)
+
+
+def _generators(f, leaves):
+    """The random generators ``f`` may draw from: those among its arguments and
+    reachable from it (closure cells, defaults, the globals its code names, bound
+    objects, partials, a few levels of containers and object attributes), and numpy's
+    global one and Python's ``random`` if code found so names ``random``
+    (``np.random.normal``, ``random.gauss``; reading numpy's global state costs 0.1 ms,
+    too much for each segment of a checkpointed loop that draws nothing).  What this
+    misses, ``_Rerun``'s check of the value catches."""
+    found = {}
+    seen = set()
+    names_random = False
+
+    def visit(x, depth):
+        nonlocal names_random
+        if isinstance(x, _RANDOM):
+            found[id(x)] = x
+            return
+        if depth > 3 or id(x) in seen or isinstance(x, (Perturbed, np.ndarray, numbers.Number,
+                                                        str, bytes, type, types.ModuleType)):
+            return
+        seen.add(id(x))
+        more = []
+        if isinstance(x, types.FunctionType):
+            more += [c.cell_contents for c in x.__closure__ or () if _filled(c)]
+            more += list(x.__defaults__ or ()) + list((x.__kwdefaults__ or {}).values())
+            names = _names_used(x.__code__)
+            names_random = names_random or 'random' in names
+            more += [x.__globals__[n] for n in names if n in x.__globals__]
+        elif isinstance(x, functools.partial):
+            more += [x.func, *x.args, *x.keywords.values()]
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            more += list(x)[:100]
+        elif isinstance(x, dict):
+            more += list(x.values())[:100]
+        else:
+            bound = getattr(x, '__self__', None)      # a bound method (rng.normal too)
+            if bound is not None and not isinstance(bound, types.ModuleType):
+                more += [bound, getattr(x, '__func__', None)]
+            more += list(getattr(x, '__dict__', {}).values())[:100]
+        for y in more:
+            visit(y, depth + 1)
+
+    visit(f, 0)
+    for x in leaves:
+        visit(x, 1)
+    if names_random:
+        found.update((id(g), g) for g in (np.random.mtrand._rand, random._inst))
+    return list(found.values())
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:                   # (a cell not yet assigned)
+        return False
+
+
+def _names_used(code):
+    """The global names a code object and the functions defined in it read."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _names_used(c)
+    return names
+
+
+def _rng_state(g):
+    """``g``'s state, the object saved last time if the state is the same: a loop of
+    checkpointed segments that draws nothing keeps one copy of numpy's and Python's
+    global states (20 KB each), not one per segment."""
+    if isinstance(g, np.random.Generator):
+        state = g.bit_generator.state
+    else:
+        state = g.get_state() if isinstance(g, np.random.RandomState) else g.getstate()
+    last = _last_states.get(id(g))
+    if last is not None and _same(last, state):
+        return last
+    if len(_last_states) > 64:
+        _last_states.clear()
+    _last_states[id(g)] = state
+    return state
+
+
+_last_states = {}
+
+
+def _same(a, b):
+    try:
+        return type(a) is type(b) and bool(a == b)     # (Python's random: a tuple of ints)
+    except ValueError:                                 # (an array inside: compare by parts)
+        pass
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _set_rng_state(g, state):
+    if isinstance(g, np.random.Generator):
+        g.bit_generator.state = state
+    elif isinstance(g, np.random.RandomState):
+        g.set_state(state)
+    else:
+        g.setstate(state)
+
+
 def _closure_error(f):
     return InvalidInputError(
-        f"checkpoint: {getattr(f, '__name__', 'the function')} reads a value being "
+        f"checkpoint: {_name(f)} reads a value being "
         "differentiated from its closure, and the reverse phase ran it again after that "
         "value's run had returned; pass the value to the checkpointed function as an "
         "argument")
@@ -71,8 +374,10 @@ def checkpoint_loop(body, state, steps, every=None):
     (default about sqrt(steps)): reverse mode keeps the state at each checkpoint and the
     tape of one segment at a time, so memory grows like sqrt(steps), not steps, for one
     more forward run of the loop."""
-    if not isinstance(steps, int) or steps < 0:
-        raise InvalidInputError(f"checkpoint_loop: steps must be an int >= 0, not {steps!r}")
+    _check_function("checkpoint_loop(body, state, steps)", "body", body)
+    _check_int("checkpoint_loop", "steps", steps, 0)
+    if every is not None:
+        _check_int("checkpoint_loop", "every", every, 1, " (or None: about sqrt(steps))")
     every = every or max(1, math.isqrt(steps - 1) + 1 if steps else 1)
     segment = checkpoint(_run_segment)
     done = 0
@@ -81,6 +386,17 @@ def checkpoint_loop(body, state, steps, every=None):
         state = segment(body, state, m)
         done += m
     return state
+
+
+def _check_function(call, name, f):
+    if not callable(f):
+        raise InvalidInputError(f"{call}: {name} must be a function, not {type(f).__name__} "
+                                f"({f!r:.40})")
+
+
+def _check_int(op, name, v, least, hint=""):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < least:
+        raise InvalidInputError(f"{op}: {name} must be an int >= {least}{hint}, not {v!r}")
 
 
 def _run_segment(body, state, m):
@@ -102,6 +418,12 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
     differentiating the iterations; ``x0`` carries no derivative.  Both need
     ``x -> f(x, p)`` to be a contraction near ``x*`` (as the primal iteration does).
     Nests to any depth and pairing; staged, the iterations are ``while_loop``s."""
+    _check_function("fixed_point(f, x0, *params)", "f", f)
+    _check_int("fixed_point", "max_iter", max_iter, 1)
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) \
+            or not tol >= 0 or tol == math.inf:
+        raise InvalidInputError(f"fixed_point: tol must be a finite real number >= 0 (the "
+                                f"largest step taken for convergence, relative), not {tol!r}")
     x0 = stop_gradient(x0)
     leaves, tree = flatten(params)
     if not any(isinstance(x, Perturbed) for x in leaves):
@@ -128,22 +450,34 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
                 return tangent_of(tag, f(xb, *tree.build(pb)), "fixed_point")
             finally:
                 perturbation.retire(tag)
-        dx = _iterate(tangent_step, tree_map(_zero_like, x_star), tol, max_iter,
-                      "fixed_point's tangent equation")
+        # (tangents may carry a batch of directions, jacobian_f's: the iteration's state
+        # has their batch axes from the start)
+        d, q = next((d, q) for d, q in zip(dp, primals) if d is not None)
+        batch = np.shape(primal_value(d))[:np.ndim(primal_value(d)) - np.ndim(primal_value(q))]
+        dx = _iterate(tangent_step, tree_map(lambda x: _zero_like(x, batch), x_star), tol, max_iter,
+                      "fixed_point's tangent equation", _LINEARISED)
         return forward_result(top, x_star, dx)
 
     def pullback(prims, ct):
         from .operators import vjp
         _, pb = vjp(lambda x, *ls: f(x, *tree.build(ls)), x_star, *prims)
         w = _iterate(lambda w: _add(ct, pb(w)[0]), ct, tol, max_iter,
-                     "fixed_point's adjoint equation")
+                     "fixed_point's adjoint equation", _LINEARISED)
         cts = pb(w)[1:]
         return [c for c, k in zip(cts, carried) if k]
     return recomputing_cells(top, leaves, carried, primals, x_star, pullback, "fixed_point")
 
 
-def _zero_like(x):
-    shape = np.shape(primal_value(x))
+_LINEARISED = (
+    "the implicit derivative iterates the map linearised at the fixed point, which needs "
+    "df/dx there to be a contraction (spectral radius < 1; I - df/dx is singular or the "
+    "primal iteration only reached a repelling fixed point by starting on it). Rewrite the "
+    "map so that it contracts near the fixed point (for example x - (g(x) - x) / g'(x), "
+    "Newton's step, for a root of g(x) - x)")
+
+
+def _zero_like(x, batch=()):
+    shape = batch + np.shape(primal_value(x))
     return np.zeros(shape) if shape else 0.0
 
 
@@ -170,27 +504,45 @@ def _change(new, old):
     return stop_gradient(worst), stop_gradient(scale)
 
 
-def _iterate(g, x, tol, max_iter, what):
-    """Iterate ``x = g(x)`` until it stops changing (at most ``max_iter`` steps)."""
+def _iterate(g, x, tol, max_iter, what, hint=None):
+    """Iterate ``x = g(x)`` until it stops changing (at most ``max_iter`` steps).  An
+    iterate that is not finite ends the loop and raises: a run-off to inf made a last
+    step of inf, and inf <= tol * inf read as convergence."""
     from .primitives import maximum
     from .staging import while_loop
 
+    def finite(x):
+        return _change(x, x)[1] < math.inf          # (nan < inf is False too)
+
     def converged(x_new, x_old):
         worst, scale = _change(x_new, x_old)
-        return worst <= tol * maximum(1.0, scale)
+        return (worst <= tol * maximum(1.0, scale)) & (scale < math.inf)
 
     def cond(s):
         x_prev, x, k = s
         # (Python's `not` would fix the answer when traced; `== False` stays a value)
-        return (k == 0) | ((converged(x, x_prev) == False) & (k < max_iter))   # noqa: E712
+        return (k == 0) | ((converged(x, x_prev) == False) & (k < max_iter)   # noqa: E712
+                           & finite(x))
 
     def body(s):
         _, x, k = s
         return (x, g(x), k + 1)
     x_prev, x, k = while_loop(cond, body, (x, x, 0))
+    if not finite(x):
+        raise NestadError(
+            f"{what} diverged: iterate {_shown(k)} is not finite (inf or nan); "
+            + (hint or "the iteration runs away from the fixed point: start nearer to it, or "
+               "use a map that is a contraction there (|df/dx| < 1)"))
     if not converged(x, x_prev):
         worst, _ = _change(x, x_prev)
         raise NestadError(f"{what} did not converge in {max_iter} iterations (the last step "
-                          f"changed an entry by {primal_value(worst):.3g}); check that the map "
-                          "is a contraction near the fixed point, or raise max_iter")
+                          f"changed an entry by {_shown(worst):.3g}); "
+                          + (hint or "check that the map is a contraction near the fixed "
+                             "point, or raise max_iter"))
     return x
+
+
+def _shown(v):
+    """A number for a message: the value under perturbations, and under a tracer."""
+    v = primal_value(v)
+    return getattr(v, 'val', v)

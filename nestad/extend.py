@@ -122,7 +122,10 @@ class _Rules:
             raise InvalidInputError(f"{self.prim.name}: each rule must be a function (or None "
                                     "for an argument that is never differentiated)")
         for i, rule in enumerate(rules):
-            if rule is not None and not _binds(rule, kind, self.arity, self.keywords):
+            # A rule may require the plain function's keyword parameters, or leave out
+            # those no call passes (checked at the call): either binds here.
+            if rule is not None and not (_binds(rule, kind, self.arity) or
+                                         _binds(rule, kind, self.arity, self.keywords)):
                 raise InvalidInputError(
                     f"{define}: the {_RULE[kind]} for argument {i}{self._label(i)}, "
                     f"{_signature(rule)}, cannot be called as {self._call_form(kind, i)}. "

@@ -43,7 +43,9 @@ def primal_of(tag, y, op="derivative"):
     return _extract(tag, y, PRIMAL, op)
 
 
-def _extract(tag, y, part, op):
+def _extract(tag, y, part, op, strict=True):
+    """(``strict=False``: leaves that are not numbers or functions are passed on, as
+    ``stop_gradient`` passes them)"""
     if isinstance(y, Bundle) and y.tag == tag:      # the common case: one number or array
         return _checked(y.tangent if part else y.primal, op)
     leaves, treedef = flatten(y, "output", op)
@@ -51,10 +53,15 @@ def _extract(tag, y, part, op):
     out = []
     for k, x in enumerate(leaves):
         if not isinstance(x, (Perturbed, Real, np.ndarray, ArrayTracer)) and not callable(x):
+            if not strict:
+                out.append(x)
+                continue
             raise InvalidInputError(
                 f"{op}: output{leaf_paths(y)[k]} is a {type(x).__name__} ({x!r:.60}); a "
                 "differentiated function must return numbers, functions, or structures of them.")
-        out.append(_checked(_part(tag, x, part, memo), op))
+        # (a leaked value of an older, finished run would read as a constant: check the
+        # leaf itself, not only what is read out of it)
+        out.append(_checked(_part(tag, _checked(x, op), part, memo), op))
     return treedef.build(out)
 
 
@@ -114,7 +121,11 @@ def _part(tag, x, part, memo):
     if isinstance(x, Perturbed):
         t = x.tag
         if t == tag:
-            return x.tangent if part else x.primal
+            if not part:
+                return x.primal
+            # (a reverse run cut by stop_gradient: only its primal part is read, and
+            # _split asks for the other, which contributes nothing to it)
+            return x.tangent if isinstance(x, Bundle) else 0.0
         if t < tag:                       # carries no eps_tag (ordering invariant)
             return 0.0 if part else x
         if isinstance(x, TapeCell):
@@ -185,6 +196,7 @@ class ExtractedFunction:
     function, extracts ``tag`` from the result, and renames the fresh tag back.
     """
     __slots__ = ('tag', 'fn', 'part', '__weakref__')
+    op, strict = "derivative", True      # (see _extract)
 
     def __init__(self, tag, fn, part):
         self.tag, self.fn, self.part = tag, fn, part
@@ -195,7 +207,7 @@ class ExtractedFunction:
         new = perturbation.adjacent(tag)
         try:
             args, kwargs = rename(tag, new, (args, kwargs))
-            out = _extract(tag, self.fn(*args, **kwargs), self.part, "derivative")
+            out = _extract(tag, self.fn(*args, **kwargs), self.part, self.op, self.strict)
             return rename(tag, new, out)
         finally:
             perturbation.retire(new)

@@ -65,3 +65,9 @@ def retire(tag):
 
 def is_live(tag):
     return tag in _live
+
+
+def live_tags():
+    """The tags of the runs going on now, oldest first."""
+    with _lock:
+        return sorted(_live)

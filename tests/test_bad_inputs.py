@@ -1049,3 +1049,123 @@ def test_minimize_given_method_that_does_not_converge():
     with pytest.raises(nd.NestadError, match=r"minimize: the given method returned an x where "
                                              r"max \|grad f\| = 2, not a minimum"):
         nd.minimize(lambda x, a: (x - a) ** 2, 0.0, 1.0, method=lambda vg, x0: x0)
+
+# ---------------------------------------------------------------- control operators
+# (issue 14: leaked perturbations returned untouched, control operators' arguments, and
+# the function-valued results of stop_gradient that reverse mode cannot hold)
+
+LEAK_READS = {       # a derivative operator of a function returning the leaked value
+    'derivative': lambda f: nd.derivative(f)(2.0),
+    'jvp': lambda f: nd.jvp(f, (2.0,), (1.0,)),
+    'directional_derivative': lambda f: nd.directional_derivative(f, 2.0, 1.0),
+    'gradient_r': lambda f: nd.gradient_r(f)(2.0),
+    'value_and_gradient_r': lambda f: nd.value_and_gradient_r(f)(2.0),
+    'gradient_f': lambda f: nd.gradient_f(f)(2.0),
+    'vjp': lambda f: nd.vjp(f, 2.0),
+    'jacobian_f': lambda f: nd.jacobian_f(f)(2.0),
+    'jacobian_r': lambda f: nd.jacobian_r(f)(2.0),
+    'hessian': lambda f: nd.hessian(f)(2.0),
+    'hvp': lambda f: nd.hvp(f, 2.0, 1.0),
+    'staged derivative': lambda f: nd.stage(nd.derivative(f))(2.0),
+    'staged gradient_r': lambda f: nd.stage(nd.gradient_r(f))(2.0),
+    'staged function': lambda f: nd.stage(f)(2.0),
+    'function-valued result': lambda f: nd.derivative(lambda z: lambda y: f(z))(2.0)(1.0),
+}
+
+
+SCALAR_READS = {'gradient_r', 'value_and_gradient_r', 'gradient_f', 'hessian', 'hvp',
+                'staged gradient_r'}
+
+
+def _leak(mode, entries):
+    leaked = []
+
+    def f(x):
+        leaked.append(x * (np.arange(2.0, 2.0 + entries) if entries else 2.0))
+        return anp.sum(x * x)
+    MODES[mode](f)
+    return leaked[0]
+
+
+@pytest.mark.parametrize('leak_mode', ['derivative', 'gradient_r', 'vjp', 'f-over-r'])
+@pytest.mark.parametrize('read, shape', [
+    (read, shape) for read in LEAK_READS for shape in ('scalar', 'array', 'in a tuple')
+    if not (shape == 'in a tuple' and read in SCALAR_READS)])   # (a tuple is no scalar)
+def test_leaked_perturbation_returned_untouched(leak_mode, read, shape):
+    # derivative(lambda z: leaked[0])(2.0) returned 0.0: the leaked value was a constant
+    # (a one-element array is a scalar output)
+    leaked = _leak(leak_mode, (1 if read in SCALAR_READS else 2) if shape == 'array' else 0)
+    if shape == 'in a tuple':
+        f = lambda z: (leaked, z * z)                                           # noqa: E731
+    else:
+        f = lambda z: leaked                                                    # noqa: E731
+    with pytest.raises(nd.EscapedPerturbationError,
+                       match="escaped through a side effect.*Return such values"):
+        LEAK_READS[read](f)
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, 4, every=-1),
+     r"checkpoint_loop: every must be an int >= 1 \(or None: about sqrt\(steps\)\), not -1"),
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, 4, every=0), "every must be an int >= 1"),
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, 4, every=2.0), "every must be an int"),
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, 4.0), "steps must be an int >= 0, not 4.0"),
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, True), "steps must be an int >= 0, not True"),
+    (lambda: nd.checkpoint_loop(lambda s: s * 0.5, 1.0, -3), "steps must be an int >= 0, not -3"),
+    (lambda: nd.checkpoint_loop(None, 1.0, 3),
+     r"checkpoint_loop\(body, state, steps\): body must be a function, not NoneType"),
+    (lambda: nd.checkpoint(3.0), r"checkpoint\(f\): f must be a function, not float"),
+    (lambda: nd.fixed_point(1.0, 1.0), r"fixed_point\(f, x0, \*params\): f must be a function"),
+    (lambda: nd.fixed_point(lambda x: x / 2, 1.0, tol=-1.0), "tol must be a finite real number >= 0"),
+    (lambda: nd.fixed_point(lambda x: x / 2, 1.0, tol=math.nan), "tol must be a finite real number"),
+    (lambda: nd.fixed_point(lambda x: x / 2, 1.0, tol="1e-9"), "tol must be a finite real number"),
+    (lambda: nd.fixed_point(lambda x: x / 2, 1.0, max_iter=0), "max_iter must be an int >= 1, not 0"),
+    (lambda: nd.fixed_point(lambda x: x / 2, 1.0, max_iter=10.0), "max_iter must be an int >= 1"),
+    (lambda: nd.while_loop(lambda s: s < 1.0, None, 0.0),
+     r"while_loop\(cond, body, state\): body must be a function of the state, not NoneType"),
+    (lambda: nd.while_loop(True, lambda s: s, 0.0), "cond must be a function of the state, not bool"),
+])
+def test_control_operator_arguments(call, message):
+    with pytest.raises(InvalidInputError, match=message):
+        call()
+
+
+def test_control_operator_arguments_that_are_fine():
+    assert nd.checkpoint_loop(lambda s: s * 0.5, 1.0, 4, every=np.int64(3)) == 0.0625
+    assert nd.fixed_point(lambda x: x / 2, 1.0, tol=0, max_iter=np.int64(2000)) == 0.0
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: nd.fixed_point(lambda x, a: 2 * x + a, 1.0, 1.0),
+     r"fixed_point diverged: iterate \d+ is not finite \(inf or nan\); the iteration runs away "
+     r"from the fixed point: start nearer to it, or use a map that is a contraction"),
+    (lambda: nd.derivative(lambda a: nd.fixed_point(lambda x, a: 2 * x - a, 3.0, a))(3.0),
+     r"fixed_point's tangent equation diverged: iterate \d+ is not finite.*Rewrite the map"),
+    (lambda: nd.gradient_r(lambda a: nd.fixed_point(lambda x, a: 2 * x - a, 3.0, a))(3.0),
+     r"fixed_point's adjoint equation diverged: iterate \d+ is not finite.*Rewrite the map"),
+    (lambda: nd.derivative(lambda a: nd.fixed_point(lambda x, a: a - x, 0.0, a, max_iter=5000))(1.0),
+     r"fixed_point did not converge in 5000 iterations.*contraction.*raise max_iter"),
+])
+def test_fixed_point_divergence_is_named(call, message):
+    with pytest.raises(nd.NestadError, match=message):
+        call()
+
+
+def test_stop_gradient_function_result_under_reverse_mode():
+    # a function returned by a stopped function whose arguments carry a gradient_r run:
+    # reverse mode cannot hold it, and says what to do instead
+    with pytest.raises(InvalidInputError, match=r"stop_gradient\(f\)\(...\): f returned a function "
+                                                r"while its arguments carry a reverse-mode.*derivative"):
+        nd.gradient_r(lambda x: nd.stop_gradient(lambda y: lambda z: x * y * z)(x)(2.0))(3.0)
+
+
+@pytest.mark.parametrize('through', [
+    lambda v: nd.stage(lambda y: y * 2.0)(v), lambda v: nd.checkpoint(lambda y: y)(v),
+    lambda v: nd.fixed_point(lambda x, a: x / 2 + a, 0.0, v), lambda v: nd.stop_gradient(lambda y: y)(v),
+    lambda v: nd.while_loop(lambda s: s[0] < 2, lambda s: (s[0] + 1, s[1]), (0, v))[1],
+])
+@pytest.mark.parametrize('read', ['derivative', 'gradient_r'])
+def test_leaked_perturbation_through_a_control_operator(through, read):
+    leaked = _leak('gradient_r', 0)
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
+        LEAK_READS[read](lambda z: through(leaked))

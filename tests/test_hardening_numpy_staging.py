@@ -540,13 +540,17 @@ def test_fmod_of_python_floats_by_zero():
 
 def test_loop_state_integer_carrying_a_derivative_is_refused_by_name():
     # where(c, 1, x) is the integer 1 carrying x's run: the loop's rules crashed with
-    # StopIteration or "NoneType + list"; now a clear error (or, eagerly, Python's loop)
-    def g(x):
+    # StopIteration or "NoneType + list"; now a clear error.  Eagerly too (issue 14: the
+    # eager loop checks the body keeps the state's dtypes, as the staged one does), and
+    # the state started as a float gives the answer.
+    def g(x, one=1):
         state = nd.while_loop(lambda s: s[0] < 3.0,
                               lambda s: (s[0] + 1.0, 0.6 * s[1] + 0.3 * s[2], s[2]),
-                              (0.0, nd.where(x > 0, 1, x), x))
+                              (0.0, nd.where(x > 0, one, x), x))
         return state[1] * x
-    assert nd.gradient_r(g)(0.5) == pytest.approx(0.804)
+    with pytest.raises(nd.InvalidInputError, match="from int64.* into float64.*start a float"):
+        nd.gradient_r(g)(0.5)
+    assert nd.gradient_r(lambda x: g(x, 1.0))(0.5) == pytest.approx(0.804)
     for op in (lambda: nd.stage(nd.gradient_r(g))(0.5), lambda: nd.gradient_f(nd.stage(g))(0.5),
                lambda: nd.stage(lambda x: nd.jvp(g, (x,), (1.0,)))(0.5)):
         with pytest.raises(nd.InvalidInputError, match="integer that carries a derivative"):

@@ -38,6 +38,10 @@ from .program import Program, depends, simplify
 
 def while_loop(cond, body, state):
     """Repeat ``state = body(state)`` while ``cond(state)``; return the final state."""
+    for name, fn in (('cond', cond), ('body', body)):
+        if not callable(fn):
+            raise InvalidInputError(f"while_loop(cond, body, state): {name} must be a function "
+                                    f"of the state, not {type(fn).__name__} ({fn!r:.40})")
     leaves, tree = flatten(state)
     for k, x in enumerate(leaves):
         if not _is_state_leaf(x):
@@ -45,18 +49,16 @@ def while_loop(cond, body, state):
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
     if active() is None and not any(is_tracer(primal_value(x)) for x in leaves):
-        while cond(state):                 # eager: Python's loop, overloading as usual
-            state = body(state)
-        return state
+        return _python_loop(cond, body, state, InvalidInputError)   # eager: Python's loop
 
     def cond_flat(ls):
         return cond(tree.build(ls))
 
     def body_flat(ls):
-        out, out_tree = flatten(body(tree.build(ls)))
+        new = body(tree.build(ls))
+        out, out_tree = flatten(new)
         if out_tree.signature() != tree.signature():
-            raise StagingError("while_loop: the body must return a state of the same "
-                               "structure as it was given")
+            raise StagingError(_structure_changed(state, new))
         return out
     try:
         return tree.build(_loop(cond_flat, body_flat, leaves))
@@ -64,9 +66,74 @@ def while_loop(cond, body, state):
         # The body reads, from its closure, a value that an enclosing gradient_r
         # differentiates: its tape cells cannot become loop state, so the loop runs as
         # Python's (unrolled into the trace, the program fixed to this trip count).
-        while cond(state):
-            state = body(state)
-        return state
+        return _python_loop(cond, body, state, StagingError)
+
+
+def _python_loop(cond, body, state, error):
+    """Python's loop, checking after each step that the body kept the state's structure,
+    shapes and dtypes (as a staged loop must: the same code behaves the same staged)."""
+    first, quick = state, _quick_key(state)
+    while cond(state):
+        new = body(state)
+        if quick is None or _quick_key(new) != quick:     # (the full check when not sure)
+            _check_step(first, new, error)
+        state = new
+    return state
+
+
+def _check_step(first, new, error):
+    leaves, tree = flatten(first)
+    out, out_tree = flatten(new)
+    if out_tree.signature() != tree.signature():
+        raise error(_structure_changed(first, new))
+    for k, (x, y) in enumerate(zip(leaves, out)):
+        (shape, dtype), got = _leaf_aval(x), _leaf_aval(y)
+        if got != (shape, dtype):
+            raise error(_leaf_changed(k, shape, dtype, *got))
+
+
+def _quick_key(state):
+    """A cheap summary of a state that is one leaf or a flat tuple or list of leaves
+    (equal summaries: the same structure, shapes and dtypes), else None.  The check of
+    each eager step costs a fraction of the step, not fifteen times it."""
+    if state.__class__ is tuple or state.__class__ is list:
+        key = [state.__class__, len(state)]
+        for x in state:
+            k = _quick_leaf(x)
+            if k is None:
+                return None
+            key.append(k)
+        return key
+    k = _quick_leaf(state)
+    return None if k is None else [k]
+
+
+def _quick_leaf(x):
+    while isinstance(x, Perturbed):
+        x = x.primal
+    cls = x.__class__
+    if cls is float or cls is int or cls is bool:
+        return cls
+    if cls is np.ndarray:
+        return (x.shape, x.dtype)
+    return x.dtype if isinstance(x, np.generic) else None
+
+
+def _leaf_aval(x):
+    v = primal_value(x)
+    return _aval(v.var if is_tracer(v) else v)
+
+
+def _structure_changed(before, after):
+    from ..structures import describe
+    return (f"while_loop: the body must return a state of the same structure as it was "
+            f"given, {describe(before)}, but it returned {describe(after)} (* marks a leaf)")
+
+
+def _leaf_changed(k, shape, dtype, new_shape, new_dtype):
+    return (f"while_loop: the body turns state leaf {k} from {dtype}{list(shape)} into "
+            f"{new_dtype}{list(new_shape)}; a loop's state keeps its shapes and dtypes (start a "
+            "float as 0.0, not 0)")
 
 
 class _Unroll(Exception):
@@ -438,10 +505,7 @@ def _record(cond_f, body_f, leaves):
     for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
         shape, dtype = _aval(o)
         if (shape, dtype) != (v.shape, v.dtype):
-            raise StagingError(
-                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
-                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
-                "float as 0.0, not 0)")
+            raise StagingError(_leaf_changed(k, v.shape, v.dtype, shape, dtype))
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps))
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     final = WHILE.plain(*[a.val if is_tracer(a) else a for a in args], **params)

@@ -10,6 +10,7 @@ from numbers import Real
 
 import numpy as np
 
+from ..extraction import _checked
 from ..structures import flatten
 from ..tracer import StagingError, Trace, is_tracer, recording
 from ..values import Perturbed
@@ -82,6 +83,7 @@ def _output(x, t, k, out):
                                "nestad.trace/stage call (it escaped through a closure)")
         return x.var
     if isinstance(x, Perturbed):
+        _checked(x, "a staged function's output")     # (a leaked value of a finished run)
         raise closure_error()
     if isinstance(x, (Real, np.ndarray)):
         return x                        # a constant output
