@@ -20,6 +20,7 @@ from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # 
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
+from .batching import vmap  # noqa: E402
 
 # The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
 # defined for this namespace, from the registry (nestad/primitives.py defines them).
@@ -33,7 +34,7 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp',
     'where', 'isnan', 'isfinite', 'isinf',
-    'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'vmap', 'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
