@@ -99,7 +99,7 @@ def batched_top(leaves):
 
 
 def call_per_member(fn, leaves, tree, top, what):
-    """``fn(*args, **kwargs)`` for leaves of which some are batched by run ``top``: one
+    """``fn(tree.build(leaves))`` for leaves of which some are batched by run ``top``: one
     call per member, the outputs stacked (the fallback for functions with rules of their
     own that have no batch rule; counted under ``what``)."""
     FALLBACKS[what] += 1
@@ -107,9 +107,8 @@ def call_per_member(fn, leaves, tree, top, what):
     size = next(np.shape(x.primal)[0] for x, c in zip(leaves, carried) if c)
     outs = []
     for i in range(size):
-        args, kwargs = tree.build([ops.getitem(x.primal, i) if c else x
-                                   for x, c in zip(leaves, carried)])
-        outs.append(fn(*args, **kwargs))
+        outs.append(fn(tree.build([ops.getitem(x.primal, i) if c else x
+                                   for x, c in zip(leaves, carried)])))
     flat = [flatten(o)[0] for o in outs]
     out_tree = flatten(outs[0])[1]
     return out_tree.build([Batched(top, ops.stack(list(col))) for col in zip(*flat)])
@@ -123,6 +122,15 @@ def any_member(c):
     return bool(np.any(v))
 
 
+def all_members(c):
+    """``c`` itself, or for a batched bool whether it holds for every member."""
+    if primal_value(c).__class__ is not Batched:
+        return c
+    while isinstance(c, Perturbed):
+        c = c.primal
+    return bool(np.all(c))
+
+
 def while_batched(cond, body, state, c):
     """``while_loop`` with a batched condition ``c = cond(state)``: the loop runs until no
     member's condition holds; a member whose condition is false keeps its state while the
@@ -133,6 +141,18 @@ def while_batched(cond, body, state, c):
         state = tree.build([ops.where(c, n, o) for n, o in zip(flatten(new)[0], old_leaves)])
         c = cond(state)
     return state
+
+
+def batch_of(f, tree, carried):
+    """``stacked leaves -> stacked outputs`` of ``f`` applied to ``tree``'s (args, kwargs),
+    the ``carried`` leaves mapped over their leading axis: what a staged function stages
+    for a vmap (as it stages its jvp and vjp)."""
+    def batched_f(leaves):
+        def on_leaves(*ls):
+            args, kwargs = tree.build(list(ls))
+            return f(*args, **kwargs)
+        return vmap(on_leaves, in_axes=tuple(0 if c else None for c in carried))(*leaves)
+    return batched_f
 
 
 # ---------------------------------------------------------------- vmap

@@ -16,6 +16,7 @@ from .custom import apply, forward_result, peel, reads_closure, recomputing_cell
 from .errors import InvalidInputError, NestadError
 from .extraction import tangent_of
 from .arrays import make_bundle
+from .batching import all_members, batched_top, call_per_member
 from .structures import flatten, tree_map
 from .values import Perturbed, primal_value
 
@@ -42,7 +43,7 @@ def checkpoint(f):
         if not any(isinstance(x, Perturbed) for x in leaves):
             return f(*args, **kwargs)
         top, carried, primals, forward = peel(leaves)
-        if forward:
+        if forward or batched_top(leaves) is not None:     # no tape to save
             return f(*args, **kwargs)
         out = apply(checkpointed, tree, primals)
         if reads_closure(out, top):
@@ -103,6 +104,11 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
     ``x -> f(x, p)`` to be a contraction near ``x*`` (as the primal iteration does).
     Nests to any depth and pairing; staged, the iterations are ``while_loop``s."""
     x0 = stop_gradient(x0)
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None:           # vmap: each member's fixed point (batching.FALLBACKS)
+        return call_per_member(lambda s: fixed_point(f, s[0], *s[1], tol=tol, max_iter=max_iter),
+                               every, every_tree, top, 'fixed_point')
     leaves, tree = flatten(params)
     if not any(isinstance(x, Perturbed) for x in leaves):
         x_star = _iterate(lambda x: f(x, *params), x0, tol, max_iter, "fixed_point")
@@ -188,7 +194,7 @@ def _iterate(g, x, tol, max_iter, what):
         _, x, k = s
         return (x, g(x), k + 1)
     x_prev, x, k = while_loop(cond, body, (x, x, 0))
-    if not converged(x, x_prev):
+    if not all_members(converged(x, x_prev)):
         worst, _ = _change(x, x_prev)
         raise NestadError(f"{what} did not converge in {max_iter} iterations (the last step "
                           f"changed an entry by {primal_value(worst):.3g}); check that the map "

@@ -142,11 +142,28 @@ def lift2(prim, x, y):
         if x.__class__ is Tracer or y.__class__ is Tracer:
             return apply_traced(prim, (x, y), {})
         return prim.plain(x, y)
-    if tx >= ty:
-        if tx == ty:
-            return x.interpretation.process(prim, tx, (x, y), _BOTH, (x.primal, y.primal), EMPTY)
-        return x.interpretation.process(prim, tx, (x, y), _FIRST, (x.primal, y), EMPTY)
-    return y.interpretation.process(prim, ty, (x, y), _SECOND, (x, y.primal), EMPTY)
-
-
-_BOTH, _FIRST, _SECOND = (True, True), (True, False), (False, True)
+    top = tx if tx >= ty else ty
+    xp = x.primal if tx == top else x
+    yp = y.primal if ty == top else y
+    cls = (x if tx == top else y).__class__
+    if cls is not Bundle and cls is not TapeCell:       # another interpretation's value
+        return (x if tx == top else y).interpretation.process(
+            prim, top, (x, y), (tx == top, ty == top), (xp, yp), EMPTY)
+    # FORWARD's and REVERSE's rules (Primitive.forward, .reverse) for two arguments, inlined
+    out = prim.lifted(xp, yp)
+    dx, dy = prim.partials
+    if cls is Bundle:
+        if tx == top and ty == top:
+            tangent = dx(xp, yp, out) * x.tangent + dy(xp, yp, out) * y.tangent
+        elif tx == top:
+            tangent = dx(xp, yp, out) * x.tangent
+        else:
+            tangent = dy(xp, yp, out) * y.tangent
+        return Bundle(top, out, tangent)
+    if tx == top and ty == top:
+        partials = ((x, dx(xp, yp, out)), (y, dy(xp, yp, out)))
+    elif tx == top:
+        partials = ((x, dx(xp, yp, out)),)
+    else:
+        partials = ((y, dy(xp, yp, out)),)
+    return TapeCell(top, next_id(), out, partials)

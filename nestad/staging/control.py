@@ -32,7 +32,8 @@ from ..errors import InvalidInputError
 from ..extraction import primal_of, tangent_of
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Trace, active, is_tracer, recording, resolve
-from ..values import Bundle, Perturbed, primal_value
+from ..batching import while_batched
+from ..values import Batched, Bundle, Perturbed, primal_value
 from .program import Program, depends, simplify
 
 
@@ -44,10 +45,14 @@ def while_loop(cond, body, state):
             raise InvalidInputError(
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
-    if active() is None and not any(is_tracer(primal_value(x)) for x in leaves):
-        while cond(state):                 # eager: Python's loop, overloading as usual
+    if active() is None and not any(is_tracer(_value(x)) for x in leaves):
+        while True:                        # eager: Python's loop, overloading as usual
+            c = cond(state)
+            if primal_value(c).__class__ is Batched:     # vmap: until every member is done
+                return while_batched(cond, body, state, c)
+            if not c:
+                return state
             state = body(state)
-        return state
 
     def cond_flat(ls):
         return cond(tree.build(ls))
@@ -74,13 +79,20 @@ class _Unroll(Exception):
 
 
 
+def _value(x):
+    """The plain value (or tracer) under every perturbation and batch of ``x``."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x
+
+
 def _is_state_leaf(x):
-    v = primal_value(x)
+    v = _value(x)
     return isinstance(v, (int, float, bool, np.number, np.bool_, np.ndarray)) or is_tracer(v)
 
 
 def _is_float(x):
-    v = primal_value(x)
+    v = _value(x)
     return is_tracer(v) and v.dtype.kind == 'f' or \
         isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == 'f')
 
@@ -120,6 +132,8 @@ def _loop(cond_f, body_f, leaves):
     if not tags:
         return _record(cond_f, body_f, leaves)
     carried = [isinstance(x, Perturbed) and x.tag == top for x in leaves]
+    if leaves[carried.index(True)].__class__ is Batched:
+        return _loop_batched(cond_f, body_f, leaves, carried, top)
     primals = [x.primal if c else x for x, c in zip(leaves, carried)]
     slots = [k for k, x in enumerate(leaves) if _is_float(x)]
     if isinstance(leaves[carried.index(True)], Bundle):
@@ -131,6 +145,33 @@ def _loop(cond_f, body_f, leaves):
         tout = dict(zip(slots, touts))
         return [make_bundle(top, o, tout[k]) if k in tout else o for k, o in enumerate(outs)]
     return _reverse(cond_f, body_f, leaves, primals, carried, slots, top)
+
+
+def _loop_batched(cond_f, body_f, leaves, carried, top):
+    """vmap of a loop: one loop on the stacked members, while some member's condition
+    holds; a member whose condition is false keeps its state (JAX's semantics).  Every
+    leaf is stacked, since the body may make any of them differ between members."""
+    from .. import numpy as anp
+    size = next(np.shape(x.primal)[0] for x, c in zip(leaves, carried) if c)
+    stacked = [x.primal if c else anp.broadcast_to(anp.expand_dims(x, 0), (size,) + np.shape(x))
+               for x, c in zip(leaves, carried)]
+
+    def batched(ls):
+        return [Batched(top, x) for x in ls]
+
+    def members(c):             # a condition as the stacked bools of run ``top``
+        c = primal_value(c)
+        return c.primal if c.__class__ is Batched and c.tag == top else c
+
+    def cond_any(ls):
+        c = members(cond_f(batched(ls)))
+        return anp.max(anp.where(c, 1.0, 0.0)) > 0.5 if np.ndim(c) else c
+
+    def body_masked(ls):
+        state = batched(ls)
+        c = cond_f(state)
+        return [anp.where(c, new, old).primal for new, old in zip(body_f(state), state)]
+    return batched(_loop(cond_any, body_masked, stacked))
 
 
 def _carry(x, leaves):
