@@ -4,7 +4,7 @@ Derivative operators nest to any depth and in any combination of modes without
 confusing one perturbation with another (DVL's design: tagged perturbations
 ordered by creation).  See README.md and notes/design.md.
 """
-from .errors import (EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
+from .errors import (BatchedConversionError, EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
                      NonScalarOutputError, PerturbedConversionError, UnhashableValueError)
 from .operators import (derivative, directional_derivative, gradient_f, gradient_r, grad,
                         hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
@@ -37,6 +37,6 @@ __all__ = [
     'vmap', 'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
-    'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
+    'NestadError', 'InvalidInputError', 'BatchedConversionError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError', 'MissingRuleError',
 ] + sorted(FUNCTIONS)

@@ -288,7 +288,7 @@ def _unbatched(tag, y, ax, size, k):
     if batched:
         v = y.primal
     else:
-        v = ops.broadcast_to(ops.expand_dims(ops.asarray_like(y), 0), (size,) + np.shape(y))
+        v = ops.broadcast_to(ops.expand_dims(y, 0), (size,) + np.shape(y))
     n = np.ndim(v)
     if not -n <= ax < n:
         raise InvalidInputError(f"vmap: out_axes {ax} is out of range for output leaf {k}, "

@@ -36,6 +36,7 @@ from .values import Batched, Bundle, Perturbed, TapeCell, next_id
 # (filled in by nestad.numpy).  Arrays need broadcasting-aware reverse rules.
 ARRAY_ROUTES = {}
 _ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell, ArrayTracer, Batched)
+_ARRAY_CLASS_SET = frozenset(_ARRAY_CLASSES)      # (one hash on the hot path, not five compares)
 
 
 def _array_route(prim, args):
@@ -124,7 +125,7 @@ def lift1(prim, x):
 def lift2(prim, x, y):
     """``bind`` for two scalar arguments (the arithmetic operators' fast paths handle the
     same-tag and float cases before this)."""
-    if x.__class__ in _ARRAY_CLASSES or y.__class__ in _ARRAY_CLASSES:
+    if x.__class__ in _ARRAY_CLASS_SET or y.__class__ in _ARRAY_CLASS_SET:
         return _array_route(prim, (x, y))
     if isinstance(x, Perturbed):
         tx = x.tag

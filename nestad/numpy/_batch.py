@@ -153,11 +153,11 @@ def _matrix_product(prim, values, batched, params):
     if not bb:
         b = reshape(b, (1,) * (n + 1 - _ndim(b)) + _shape(b))
     out = prim.lifted(a, b, **params)
+    if va and vb:
+        return reshape(out, _shape(out)[:-2])
     if vb:
-        out = squeeze(out, -1)
-    if va:
-        out = squeeze(out, -2)
-    return out
+        return squeeze(out, -1)
+    return squeeze(out, -2) if va else out
 
 
 def _dot(prim, values, batched, params):

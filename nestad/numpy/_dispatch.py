@@ -5,9 +5,13 @@
 call nestad.numpy's version; a numpy function nestad does not know raises a TypeError
 naming it, instead of silently computing on primal values and dropping the derivative.
 """
+import threading
+
 import numpy as np
 
 from .. import numpy as anp
+from ..batching import batched_top, call_per_member
+from ..structures import flatten
 from .. import perturbation
 from ..arrays import ArrayBundle, ArrayTapeCell
 from ..errors import PerturbedConversionError
@@ -96,7 +100,37 @@ def _unsupported(name):
         "without its derivative.")
 
 
-def _call(name, fn, args, kwargs):
+_active = threading.local()
+
+
+def _call(name, fn, args, kwargs, func=None):
+    # nestad's version of a numpy function may compute a value with numpy's own function
+    # (np.linalg.slogdet(primal_value(a)) for the sign).  On a value batched by vmap that
+    # call comes back here: it is then applied member by member (it reads values only).
+    for a in args:
+        if a.__class__ is Batched:
+            break
+    else:
+        return _call_once(name, fn, args, kwargs)
+    leaves, tree = flatten((args, kwargs))
+    top = batched_top(leaves)
+    if top is None:
+        return _call_once(name, fn, args, kwargs)
+    active = getattr(_active, 'calls', None)
+    if active is None:
+        active = _active.calls = set()
+    key = (func, top)
+    if key in active:
+        return call_per_member(lambda s: func(*s[0], **s[1]), leaves, tree, top,
+                               _public_name(func))
+    active.add(key)
+    try:
+        return _call_once(name, fn, args, kwargs)
+    finally:
+        active.discard(key)
+
+
+def _call_once(name, fn, args, kwargs):
     try:
         return fn(*args, **kwargs)
     except TypeError as e:       # a keyword of numpy's that nestad's version does not take
@@ -116,7 +150,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         fn = UFUNCS.get(ufunc)
         if fn is None:
             raise _unsupported(name)
-        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'})
+        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'}, ufunc)
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
         reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
                    np.minimum: anp.min}[ufunc]
@@ -128,7 +162,7 @@ def _array_function(self, func, types, args, kwargs):
     fn = FUNCTIONS.get(func)
     if fn is None:
         raise _unsupported(_public_name(func))
-    return _call(_public_name(func), fn, args, kwargs)
+    return _call(_public_name(func), fn, args, kwargs, func)
 
 
 def _reshape_method(self, *shape):
