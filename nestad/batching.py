@@ -29,6 +29,7 @@ from . import perturbation
 from .errors import InvalidInputError
 from .interpret import Interpretation
 from .structures import flatten
+from .tracer import is_tracer
 from .values import Batched, Perturbed, primal_value
 
 BATCH_RULES = {}                      # qualified primitive name -> rule
@@ -186,7 +187,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         for k, (a, spec) in enumerate(zip(args, axes)):
             leaf_axes += _prefix_leaves(spec, a, f"in_axes[{k}]" if isinstance(
                 in_axes, (tuple, list)) else "in_axes")
-        size = _mapped_size(leaves, leaf_axes, axis_size, tree)
+        size = _mapped_size(leaves, leaf_axes, axis_size)
         tag = perturbation.fresh()
         try:
             inputs = [x if ax is None else Batched(tag, _leading(x, ax)) for x, ax in
@@ -231,16 +232,15 @@ def _prefix_leaves(spec, value, where):
         " give an int or None for all of it, or a tuple/list/dict of the same structure")
 
 
-def _mapped_size(leaves, leaf_axes, axis_size, tree):
+def _mapped_size(leaves, leaf_axes, axis_size):
     sizes = {}
     for k, (x, ax) in enumerate(zip(leaves, leaf_axes)):
         if ax is None:
             continue
-        shape = np.shape(primal_value(x)) if not isinstance(x, (list, tuple)) else np.shape(x)
-        if not isinstance(x, Perturbed) and not isinstance(x, (np.ndarray, np.generic, int, float)) \
-                and not hasattr(x, 'shape'):
+        if not isinstance(x, (Perturbed, np.ndarray, np.generic, int, float)) and not is_tracer(x):
             raise InvalidInputError(f"vmap: argument leaf {k} is a {type(x).__name__}; mapped "
-                                    "arguments must be arrays")
+                                    "arguments must be arrays (or structures of them)")
+        shape = np.shape(primal_value(x))
         if not -len(shape) <= ax < len(shape):
             raise InvalidInputError(
                 f"vmap: in_axes maps axis {ax} of argument leaf {k}, which has shape {shape} "

@@ -586,6 +586,11 @@ def _plain_index(index):
     """Indices may hold nestad numbers only as plain values (an index has no derivative)."""
     if isinstance(index, tuple):
         return tuple(_plain_index(i) for i in index)
+    if index.__class__ is _Batched:
+        raise InvalidInputError(
+            "an index batched by nestad.vmap (x[i] with i mapped) is not supported yet: each member "
+            "would select other entries. Select with a one-hot product (x @ (arange(n) == i)) or "
+            "nestad.numpy.where, or loop over the indices outside vmap.")
     if isinstance(index, Perturbed):
         raise InvalidInputError("an array index cannot carry a perturbation")
     if is_tracer(index):

@@ -9,11 +9,11 @@ counted in ``batching.FALLBACKS``).
 import numpy as _np
 
 from .. import batching, registry
-from ..values import Batched, Perturbed
+from ..values import Batched
 from . import _contract
 from . import linalg as _linalg
 from . import (broadcast_to, concatenate, expand_dims, getitem, moveaxis, reshape, stack,
-               squeeze, where, _ndim, _shape)
+               squeeze, where, _batch_last, _ndim, _shape)
 
 RULES = batching.BATCH_RULES
 
@@ -114,19 +114,28 @@ def batching_sum(x, axes, keepdims):
     return _SUM.lifted(x, axis=axes, keepdims=keepdims)
 
 
-def _is_advanced(i):
-    return isinstance(i, (list, _np.ndarray)) or isinstance(i, Perturbed)
-
+# Indexing: the batch axis moved to the end, where no index can touch or displace it (as
+# the tangents' batch axes in the jvps), then back to the front.
 
 def _getitem(prim, values, batched, params):
     (x,) = values
-    index = params['index']
-    parts = index if isinstance(index, tuple) else (index,)
-    advanced = [k for k, i in enumerate(parts) if _is_advanced(i)]
-    if advanced and advanced != list(range(advanced[0], advanced[-1] + 1)):
-        # advanced indices apart: numpy moves their axes to the front, before the batch's
-        return batching.per_member(prim, values, batched, params)
-    return prim.lifted(x, index=(slice(None),) + parts)
+    return _batch_last(lambda t, i, batch: prim.lifted(t, index=i), x, 1, params['index'],
+                       _member_ndim(x, True))
+
+
+def _scatter_add(prim, values, batched, params):
+    (g,), shape = values, tuple(params['shape'])
+    return _batch_last(lambda t, i, batch: prim.lifted(t, index=i, shape=shape + batch), g, 1,
+                       params['index'], len(shape))
+
+
+def _update(prim, values, batched, params):
+    """x.at[index].set(v), .add(v): x and v both with the batch axis (moved last)."""
+    size = batching.batch_size(values, batched)
+    x, v = (_to_batched(a, b, size) for a, b in zip(values, batched))
+    v_last = moveaxis(v, 0, -1)
+    return _batch_last(lambda t, i, batch: prim.lifted(t, v_last, index=i), x, 1, params['index'],
+                       _member_ndim(x, True))
 
 
 def _concatenate(prim, values, batched, params):
@@ -205,6 +214,7 @@ RULES.update({
     'numpy.cumsum': along_axis, 'numpy.cumprod': along_axis,
     'numpy.reshape': _reshape, 'numpy.transpose': _transpose,
     'numpy.broadcast_to': _broadcast_to, 'numpy.sum_to': _sum_to, 'numpy.getitem': _getitem,
+    'numpy.scatter_add': _scatter_add, 'numpy.at.set': _update, 'numpy.at.add': _update,
     'numpy.concatenate': _concatenate, 'numpy.matmul': _matrix_product, 'numpy.dot': _dot,
     'numpy.vecdot': _vecdot, 'numpy.einsum': _einsum, 'numpy.linalg.solve': _matrix_product,
 })

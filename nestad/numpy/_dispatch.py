@@ -14,7 +14,7 @@ from ..batching import batched_top, call_per_member
 from ..structures import flatten
 from .. import perturbation
 from ..arrays import ArrayBundle, ArrayTapeCell
-from ..errors import PerturbedConversionError
+from ..errors import BatchedConversionError, PerturbedConversionError
 from ..tracer import ArrayTracer
 from ..values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
@@ -111,6 +111,8 @@ def _call(name, fn, args, kwargs, func=None):
         if a.__class__ is Batched:
             break
     else:
+        return _call_once(name, fn, args, kwargs)
+    if func in _BY_VALUE:
         return _call_once(name, fn, args, kwargs)
     leaves, tree = flatten((args, kwargs))
     top = batched_top(leaves)
@@ -252,6 +254,13 @@ def _array(self, dtype=None, copy=None):
         if not perturbation.is_live(self.tag):
             self._refuse(f"numpy.{np.dtype(dtype).name}()")
         return np.asarray(primal_value(self)).astype(dtype)
+    if self.__class__ is Batched and perturbation.is_live(self.tag):
+        raise BatchedConversionError(
+            "converting a value batched by nestad.vmap to a plain numpy array (numpy.asarray, "
+            "or indexing a numpy array with it) would need one array for all the members. Use "
+            "nestad.numpy functions on it; for x[i] with i mapped: " + "an index batched by nestad.vmap (x[i] with i mapped) is not supported yet: each member "
+            "would select other entries. Select with a one-hot product (x @ (arange(n) == i)) or "
+            "nestad.numpy.where, or loop over the indices outside vmap.")
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
     raise PerturbedConversionError(
