@@ -73,6 +73,27 @@ def prim_key(prim):
     return getattr(prim, 'qualname', None) or prim.name
 
 
+def member_ndim(v, b):
+    return np.ndim(v) - 1 if b else np.ndim(v)
+
+
+def pad(v, b, n):
+    """Stacked ``v`` with its member's shape padded with leading 1s to ``n`` axes (an
+    unbatched value is left alone: numpy's broadcasting aligns it from the right)."""
+    k = member_ndim(v, b)
+    if not b or k >= n:
+        return v
+    s = np.shape(v)
+    return ops.reshape(v, (s[0],) + (1,) * (n - k) + s[1:])
+
+
+def elementwise(prim, values, batched, params):
+    """The batch rule of a broadcasting elementwise primitive: the members' axes aligned
+    from the right, the batch axis leading."""
+    n = max(member_ndim(v, b) for v, b in zip(values, batched))
+    return prim.lifted(*[pad(v, b, n) for v, b in zip(values, batched)], **params)
+
+
 def per_member(prim, values, batched, params):
     """The fallback rule: ``prim`` applied to each member, the results stacked."""
     FALLBACKS[prim_key(prim)] += 1

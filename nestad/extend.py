@@ -34,6 +34,7 @@ import inspect
 
 import numpy as np
 
+from . import batching
 from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
 
@@ -46,6 +47,7 @@ def primitive(fn=None, *, name=None):
         return lambda f: primitive(f, name=name)
     name = name or f"{fn.__module__}.{fn.__qualname__}"
     prim = ArrayPrimitive(name, fn, namespace=None, user=True)
+    batching.BATCH_RULES.pop(name, None)       # (a primitive defined again: its new rules)
     rules = _Rules(prim, fn)
     prim.jvps, prim.vjps = rules.jvp, rules.vjp
 
@@ -82,6 +84,8 @@ class _Rules:
             raise InvalidInputError(f"{self.prim.name}: each rule must be a function (or None "
                                     "for an argument that is never differentiated)")
         setattr(self, kind, tuple(rules))
+        if kind == 'partials':        # elementwise partials: an elementwise primitive
+            batching.BATCH_RULES[self.prim.qualname] = batching.elementwise
         if kind == 'jvps':
             self.batched = batched
         return public

@@ -332,6 +332,18 @@ def test_custom_primitive_rules_are_batched_and_a_missing_batch_rule_falls_back_
     assert calls == [(2,)]
     np.testing.assert_allclose(nd.vmap(nd.gradient_r(lambda x: anp.sum(cube(x))))(xs), 3 * xs ** 2)
 
+    # elementwise partials declare an elementwise primitive: batched in one call
+    @nd.primitive
+    def softplus(x):
+        calls.append(np.shape(x))
+        return np.logaddexp(0.0, x)
+    softplus.defpartials(lambda x, out: anp.exp(x - out))
+    calls.clear()
+    before = dict(batching.fallbacks())
+    np.testing.assert_allclose(nd.vmap(nd.gradient_r(lambda x: anp.sum(softplus(x))))(xs),
+                               1 / (1 + np.exp(-xs)), rtol=1e-12)
+    assert calls == [(5, 2)] and batching.fallbacks() == before
+
 
 # ---------------------------------------------------------------- a new transform from the public protocol
 

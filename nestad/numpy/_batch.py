@@ -9,9 +9,10 @@ counted in ``batching.FALLBACKS``).
 import numpy as _np
 
 from .. import batching, registry
+from ..batching import elementwise, member_ndim as _member_ndim, pad as _pad
 from ..values import Batched
 from . import _contract
-from . import linalg as _linalg
+from . import max as _max
 from . import (broadcast_to, concatenate, expand_dims, getitem, moveaxis, reshape, stack,
                squeeze, where, _batch_last, _ndim, _shape)
 
@@ -26,35 +27,16 @@ class _Ops:
     expand_dims = staticmethod(expand_dims)
     broadcast_to = staticmethod(broadcast_to)
     where = staticmethod(where)
+    reshape = staticmethod(reshape)
+    max = staticmethod(_max)
 
 
 batching.ops = _Ops
 
 
-def _member_ndim(v, b):
-    return _ndim(v) - 1 if b else _ndim(v)
-
-
-def _pad(v, b, n):
-    """Stacked ``v`` with its member's shape padded with leading 1s to ``n`` axes (an
-    unbatched value is left alone: numpy's broadcasting aligns it from the right)."""
-    k = _member_ndim(v, b)
-    if not b or k >= n:
-        return v
-    s = _shape(v)
-    return reshape(v, (s[0],) + (1,) * (n - k) + s[1:])
-
-
 def _to_batched(v, b, size):
     """``v`` with a batch axis (a value every member shares is broadcast)."""
     return v if b else broadcast_to(expand_dims(v, 0), (size,) + _shape(v))
-
-
-def elementwise(prim, values, batched, params):
-    """Broadcasting elementwise: the members' axes aligned from the right, the batch
-    axis leading."""
-    n = max(_member_ndim(v, b) for v, b in zip(values, batched))
-    return prim.lifted(*[_pad(v, b, n) for v, b in zip(values, batched)], **params)
 
 
 def _axes(axis, n):
@@ -205,9 +187,6 @@ _ELEMENTWISE = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'mi
 for _name in _ELEMENTWISE:
     if f'numpy.{_name}' in registry.PRIMITIVES:
         RULES[f'numpy.{_name}'] = elementwise
-for _name in registry.PRIMITIVES:
-    if _name.startswith('scipy.'):          # scipy.special and scipy.stats: all broadcasting
-        RULES[_name] = elementwise
 for _name in ('sum', 'max', 'min', 'prod'):
     RULES[f'numpy.{_name}'] = reduction
 RULES.update({

@@ -32,6 +32,7 @@ from ..errors import InvalidInputError
 from ..extraction import primal_of, tangent_of
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Trace, active, is_tracer, recording, resolve
+from .. import batching
 from ..batching import while_batched
 from ..values import Batched, Bundle, Perturbed, primal_value
 from .program import Program, depends, simplify
@@ -151,7 +152,7 @@ def _loop_batched(cond_f, body_f, leaves, carried, top):
     """vmap of a loop: one loop on the stacked members, while some member's condition
     holds; a member whose condition is false keeps its state (JAX's semantics).  Every
     leaf is stacked, since the body may make any of them differ between members."""
-    from .. import numpy as anp
+    anp = batching.ops
     size = next(np.shape(x.primal)[0] for x, c in zip(leaves, carried) if c)
     stacked = [x.primal if c else anp.broadcast_to(anp.expand_dims(x, 0), (size,) + np.shape(x))
                for x, c in zip(leaves, carried)]
