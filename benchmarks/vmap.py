@@ -3,22 +3,31 @@
 (i)  per-example gradients of a 2-layer MLP's squared loss (batch 512, tanh) with respect
      to every weight: ``vmap(gradient_r(loss), in_axes=(None, 0, 0))`` against the
      hand-batched numpy gradient (target: within 1.5x) and against a Python loop of
-     ``gradient_r`` over the examples (target: at least 100x faster).  Two sizes: at
-     32-64-10 the arithmetic dominates (the hand-batched ratio is the one that matters);
+     ``gradient_r`` over the examples (target: at least 100x faster).  Three sizes: at
+     64-128-10 the arithmetic dominates (the hand-batched ratio is the one that matters),
      at 8-16-4 the per-call overhead does (the loop's ratio is).  vmap's own overhead is
      about 1 ms per call (some 40 primitive applications, each through the reverse and
-     the batching interpretations), so no one size meets both targets;
+     the batching interpretations), so no one size meets both targets, and 32-64-10,
+     between them, meets neither;
 (ii) ``jacobian_f`` of f(x) = sin(x) * sum(x^2) + cumsum(x) at n = 1000 (target: no slower
      than before vmap; run this script with another checkout first on PYTHONPATH to
      compare: it then times (ii) alone).
 
 Times are CPU-time medians (time.process_time), BLAS on one thread; each answer is checked
-against the hand-written one before it is timed.
+against the hand-written one before it is timed.  As benchmarks/arrays.py, the script
+re-executes itself with glibc's mmap threshold raised, so that the 8 MB temporaries of
+the per-example gradients are reused rather than page-faulted in again on every call
+(``--malloc-default`` keeps glibc's default).
 
-    PYTHONPATH=$PWD python benchmarks/vmap.py [--quick]
+    PYTHONPATH=$PWD python benchmarks/vmap.py [--quick] [--malloc-default]
 """
 import os
 import sys
+
+if "--malloc-default" not in sys.argv and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = str(1 << 30)
+    os.environ["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -33,7 +42,7 @@ import nestad.numpy as anp  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 B = 512
-SIZES = ((32, 64, 10), (8, 16, 4))
+SIZES = ((64, 128, 10), (32, 64, 10), (8, 16, 4))
 rng = np.random.default_rng(0)
 
 

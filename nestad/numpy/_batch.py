@@ -143,7 +143,12 @@ def _matrix_product(prim, values, batched, params):
         a = reshape(a, (1,) * (n + 1 - _ndim(a)) + _shape(a))
     if not bb:
         b = reshape(b, (1,) * (n + 1 - _ndim(b)) + _shape(b))
-    out = prim.lifted(a, b, **params)
+    if prim is _MATMUL and _shape(a)[-1] == 1:
+        # outer products (a per-example gradient's x g^T): numpy's matmul loops over the
+        # stack for them, broadcasting multiplies at once, to the same numbers
+        out = _MULTIPLY.lifted(a, b)
+    else:
+        out = prim.lifted(a, b, **params)
     if va and vb:
         return reshape(out, _shape(out)[:-2])
     if vb:
@@ -180,6 +185,7 @@ def _stacked(prim, values, batched, params):
 
 
 _SUM = registry.PRIMITIVES['numpy.sum']
+_MATMUL, _MULTIPLY = registry.PRIMITIVES['numpy.matmul'], registry.PRIMITIVES['numpy.multiply']
 _ELEMENTWISE = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum',
                 'logaddexp', 'logaddexp2', 'mod', 'fmod', 'float_power', 'negative', 'where',
                 'astype', 'reciprocal', 'absolute'] + \
