@@ -23,7 +23,7 @@ from .errors import InvalidInputError
 from .interpret import bind
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
-from .values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
+from .values import Batched, Bundle, TapeCell, modular_pow_error, next_id, primal_value
 
 _ARRAYS = (np.ndarray, ArrayTracer)
 

@@ -13,7 +13,7 @@ from ..batching import elementwise, member_ndim as _member_ndim, pad as _pad
 from ..values import Batched
 from . import _contract
 from . import max as _max
-from . import (broadcast_to, concatenate, expand_dims, getitem, moveaxis, reshape, stack,
+from . import (broadcast_to, expand_dims, getitem, moveaxis, reshape, stack,
                squeeze, where, _batch_last, _ndim, _shape)
 
 RULES = batching.BATCH_RULES
