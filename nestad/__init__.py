@@ -4,7 +4,7 @@ Derivative operators nest to any depth and in any combination of modes without
 confusing one perturbation with another (DVL's design: tagged perturbations
 ordered by creation).  See README.md and notes/design.md.
 """
-from .errors import (EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
+from .errors import (BatchedConversionError, EscapedPerturbationError, InvalidInputError, MissingRuleError, NestadError,
                      NonScalarOutputError, PerturbedConversionError, UnhashableValueError)
 from .operators import (derivative, directional_derivative, elementwise_grad, gradient_f, gradient_r, grad,
                         hessian, hvp, jacfwd, jacobian_f, jacobian_r, jacrev, jvp,
@@ -27,6 +27,7 @@ from .optim import flatten  # noqa: E402
 from .checking import check_grads  # noqa: E402
 
 _modules.install()      # a missing nestad.x module names the nearest one that exists
+from .batching import vmap  # noqa: E402
 
 # The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
 # defined for this namespace, from the registry (nestad/primitives.py defines them).
@@ -40,10 +41,10 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
-    'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'vmap', 'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'linear_solve', 'root', 'minimize', 'odeint',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
-    'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
+    'NestadError', 'InvalidInputError', 'BatchedConversionError', 'NonScalarOutputError', 'PerturbedConversionError',
     'EscapedPerturbationError', 'UnhashableValueError', 'MissingRuleError',
 ] + sorted(FUNCTIONS)

@@ -22,6 +22,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 from . import registry
+from .interpret import split
 from .tracer import ArrayTracer, _TracerBase, any_tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, next_id
 
@@ -198,6 +199,33 @@ class ArrayPrimitive:
     def __repr__(self):
         return f"<array primitive {self.name}>"
 
+    # The rules of an array primitive for each interpretation (nestad.interpret).
+    def evaluate(self, args, params):
+        if any_tracer(args):
+            return apply_traced(self, args, params)
+        out = self.plain(*args, **params)
+        if isinstance(out, Perturbed):
+            raise closure_error(self, params)
+        return out
+
+    def forward(self, top, args, carried, primals, params):
+        out = self.lifted(*primals, **params)
+        if self.jvp_joint is not None:
+            tangents = [a.tangent if c else None for a, c in zip(args, carried)]
+            tangent = self.jvp_joint(tangents, *primals, out=out, **params)
+        else:
+            tangent = None
+            for i, (a, c) in enumerate(zip(args, carried)):
+                if c:
+                    term = self.jvps[i](a.tangent, *primals, out=out, **params)
+                    tangent = term if tangent is None else tangent + term
+        return make_bundle(top, out, _in_out_dtype(tangent, out))
+
+    def reverse(self, top, args, carried, primals, params):
+        out = self.lifted(*primals, **params)
+        return make_cell(top, out, tuple((a, VJP(self.vjps[i], primals, out, params))
+                                         for i, (a, c) in enumerate(zip(args, carried)) if c))
+
 
 def _dtype(x):
     while isinstance(x, Perturbed):
@@ -222,42 +250,23 @@ def _in_out_dtype(t, out):
 
 
 def apply(prim, args, params):
-    """Apply ``prim`` to ``args`` carrying any tags: outermost tag first, as in lifting.py."""
+    """Apply ``prim`` to ``args`` carrying any tags: ``nestad.interpret.bind`` with the
+    checks of array operands (ndarray subclasses, complex or object operands)."""
     top = -1
     for a in args:
         if isinstance(a, Perturbed):
             if a.tag > top:
                 top = a.tag
-                forward = isinstance(a, Bundle)
+                interp = a.interpretation
         elif a.__class__ is not np.ndarray and isinstance(a, np.ndarray):
             raise subclass_error(a, f"nestad.numpy.{prim.name}")
     if top < 0:
-        if any_tracer(args):
-            return apply_traced(prim, args, params)
-        out = prim.plain(*args, **params)
-        if isinstance(out, Perturbed):
-            raise closure_error(prim, params)
-        return out
+        return prim.evaluate(args, params)
     for k, a in enumerate(() if prim.user else args):   # numpy would make complex or object values
         if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):
             if a.dtype.kind not in 'biuf':
                 raise operand_error(prim, k, a)
         elif not isinstance(a, (Real, Perturbed)):
             raise operand_error(prim, k, a)
-    carried = [isinstance(a, Perturbed) and a.tag == top for a in args]
-    primals = tuple(a.primal if c else a for a, c in zip(args, carried))
-    out = prim.lifted(*primals, **params)
-    if forward:
-        if prim.jvp_joint is not None:
-            tangents = [a.tangent if c else None for a, c in zip(args, carried)]
-            tangent = prim.jvp_joint(tangents, *primals, out=out, **params)
-        else:
-            tangent = None
-            for i, (a, c) in enumerate(zip(args, carried)):
-                if c:
-                    term = prim.jvps[i](a.tangent, *primals, out=out, **params)
-                    tangent = term if tangent is None else tangent + term
-        return make_bundle(top, out, _in_out_dtype(tangent, out))
-    partials = tuple((a, VJP(prim.vjps[i], primals, out, params))
-                     for i, (a, c) in enumerate(zip(args, carried)) if c)
-    return make_cell(top, out, partials)
+    carried, primals = split(args, top)
+    return interp.process(prim, top, args, carried, primals, params)

@@ -20,6 +20,7 @@ from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recompu
 from .errors import InvalidInputError, NestadError
 from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
+from .batching import all_members, batched_top, call_per_member
 from .structures import flatten, tree_map
 from .values import Bundle, Perturbed, primal_value
 
@@ -175,7 +176,7 @@ def checkpoint(f):
         if not any(isinstance(x, Perturbed) for x in leaves):
             return f(*args, **kwargs)
         top, carried, primals, forward = peel(leaves)
-        if forward:
+        if forward or batched_top(leaves) is not None:     # no tape to save
             return f(*args, **kwargs)
         rerun = _Rerun(f, leaves)
         out = apply(checkpointed, tree, primals)
@@ -425,6 +426,11 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
         raise InvalidInputError(f"fixed_point: tol must be a finite real number >= 0 (the "
                                 f"largest step taken for convergence, relative), not {tol!r}")
     x0 = stop_gradient(x0)
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None:           # vmap: each member's fixed point (batching.FALLBACKS)
+        return call_per_member(lambda s: fixed_point(f, s[0], *s[1], tol=tol, max_iter=max_iter),
+                               every, every_tree, top, 'fixed_point')
     leaves, tree = flatten(params)
     if not any(isinstance(x, Perturbed) for x in leaves):
         x_star = _iterate(lambda x: f(x, *params), x0, tol, max_iter, "fixed_point")
@@ -528,12 +534,12 @@ def _iterate(g, x, tol, max_iter, what, hint=None):
         _, x, k = s
         return (x, g(x), k + 1)
     x_prev, x, k = while_loop(cond, body, (x, x, 0))
-    if not finite(x):
+    if not all_members(finite(x)):
         raise NestadError(
             f"{what} diverged: iterate {_shown(k)} is not finite (inf or nan); "
             + (hint or "the iteration runs away from the fixed point: start nearer to it, or "
                "use a map that is a contraction there (|df/dx| < 1)"))
-    if not converged(x, x_prev):
+    if not all_members(converged(x, x_prev)):
         worst, _ = _change(x, x_prev)
         raise NestadError(f"{what} did not converge in {max_iter} iterations (the last step "
                           f"changed an entry by {_shown(worst):.3g}); "

@@ -20,17 +20,18 @@ from .arrays import VJP, make_bundle, make_cell
 from .errors import EscapedPerturbationError, InvalidInputError
 from .extraction import primal_of, tangent_of
 from .structures import flatten
-from .values import Bundle, Perturbed, primal_value
+from .interpret import FORWARD, outermost, split
+from .values import Batched, Perturbed, primal_value
 
 
 def peel(leaves):
     """(top, carried, primals, forward) for flat argument leaves with a perturbation:
     the outermost tag, which leaves carry it, the leaves with it removed, and whether
-    it is a forward run."""
-    top = max(x.tag for x in leaves if isinstance(x, Perturbed))
-    carried = tuple(isinstance(x, Perturbed) and x.tag == top for x in leaves)
-    primals = [x.primal if c else x for x, c in zip(leaves, carried)]
-    return top, carried, primals, isinstance(leaves[carried.index(True)], Bundle)
+    it is a forward run (else reverse: callers handle a batched one first, with
+    ``nestad.batching.batched_top``)."""
+    top, interp = outermost(leaves)
+    carried, primals = split(leaves, top)
+    return top, carried, list(primals), interp is FORWARD
 
 
 def reads_closure(out, top):
@@ -95,8 +96,8 @@ def recomputing_cells(top, leaves, carried, primals, out, pullback, what):
     inputs = [x for x, c in zip(leaves, carried) if c]
     cells = []
     for k, o in enumerate(out_leaves):
-        if callable(o) or not isinstance(primal_value(o), (float, int, np.ndarray, np.number)) \
-                and not _is_traced(o):
+        if callable(o) or not isinstance(primal_value(o), (float, int, np.ndarray, np.number,
+                                                           Batched)) and not _is_traced(o):
             raise InvalidInputError(f"reverse mode through {what} needs numeric outputs; "
                                     f"output {k} is {type(o).__name__}")
         shared = _Pullback(pullback, out_tree, out_leaves)

@@ -32,3 +32,8 @@ class EscapedPerturbationError(NestadError, ValueError):
 class UnhashableValueError(NestadError, TypeError):
     """``hash()`` of a perturbed value: a cache keyed by it would return a result computed
     without its derivative, so nestad values cannot be dict keys or set members."""
+
+
+class BatchedConversionError(NestadError, TypeError):
+    """``bool()``, ``float()``... on a value batched by ``nestad.vmap``: it holds one value
+    per member of the batch, and Python control flow would have to pick one."""

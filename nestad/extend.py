@@ -40,10 +40,11 @@ from numbers import Real
 
 import numpy as np
 
+from . import batching
 from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
 from .tracer import _TracerBase, one_output_error
-from .values import Perturbed, primal_value
+from .values import Batched, Perturbed, primal_value
 
 
 def primitive(fn=None, *, name=None):
@@ -57,6 +58,7 @@ def primitive(fn=None, *, name=None):
     module = '__main__' if fn.__module__ == '__mp_main__' else fn.__module__
     name = name or f"{module}.{fn.__qualname__}"
     prim = ArrayPrimitive(name, fn, namespace=None, user=True)
+    batching.BATCH_RULES.pop(name, None)       # (a primitive defined again: its new rules)
     rules = _Rules(prim, fn)
     prim.jvps, prim.vjps = rules.jvp, rules.vjp
 
@@ -131,6 +133,8 @@ class _Rules:
                     f"{_signature(rule)}, cannot be called as {self._call_form(kind, i)}. "
                     f"Give it the parameters {self._parameters(kind)}.")
         setattr(self, kind, tuple(rules))
+        if kind == 'partials':        # elementwise partials: an elementwise primitive
+            batching.BATCH_RULES[self.prim.qualname] = batching.elementwise
         if kind == 'jvps':
             self.batched = batched
         self.made.clear()
@@ -263,7 +267,7 @@ class _Rules:
                     "rule from what it is given only (pass that value to the primitive as an "
                     "argument, with a rule of its own)"))
             value = primal_value(r)
-        if isinstance(value, (np.ndarray, np.generic, _TracerBase)):
+        if isinstance(value, (np.ndarray, np.generic, _TracerBase, Batched)):   # (a member's)
             shape, dtype = tuple(value.shape), value.dtype
         elif isinstance(value, Real) and not isinstance(value, bool):
             shape, dtype = (), None
@@ -329,6 +333,8 @@ def _shape(x):
     """The shape of a number, array, traced or perturbed value (numpy.shape of a float
     takes a microsecond: too slow for every call of a rule)."""
     while isinstance(x, Perturbed):
+        if x.__class__ is Batched:          # a member's shape, as the rule sees it
+            return tuple(x.shape)
         x = x.primal
     if x.__class__ is float or x.__class__ is int:
         return ()

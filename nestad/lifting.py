@@ -5,8 +5,9 @@ untagged numbers, and one ``partial`` per argument: ``partial(*primals, out)``
 returns d out / d argument, written with nestad's own (lifted) operations so that
 the rule can itself be differentiated by an enclosing run of AD.
 
-``lift1``/``lift2`` find the outermost (largest) tag among the arguments and
-handle that run only:  every argument carrying the tag is split into its primal
+``lift1``/``lift2`` are ``nestad.interpret.bind`` for one and two scalar arguments:
+they find the outermost (largest) tag among the arguments and hand the application to
+its interpretation, which handles that run only (forward and reverse below):  every argument carrying the tag is split into its primal
 and its tangent (Bundle) or its cell (TapeCell); every other argument is, by the
 ordering invariant, a constant for that run.  The primitive is then applied to
 the primals through its *lifted* entry point, which recurses on the next tag
@@ -25,15 +26,17 @@ from numbers import Real
 import numpy as np
 
 from . import registry
-from .arrays import ArrayBundle, ArrayTapeCell, subclass_error
+from .arrays import ArrayBundle, ArrayTapeCell, is_array, subclass_error
 from .errors import InvalidInputError
+from .interpret import EMPTY
 from .tracer import ArrayTracer, Tracer, apply_traced
-from .values import Bundle, Perturbed, TapeCell, next_id
+from .values import Batched, Bundle, Perturbed, TapeCell, next_id
 
 # Scalar primitive name -> the nestad.numpy primitive used when an argument is an array
 # (filled in by nestad.numpy).  Arrays need broadcasting-aware reverse rules.
 ARRAY_ROUTES = {}
-_ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell, ArrayTracer)
+_ARRAY_CLASSES = (np.ndarray, ArrayBundle, ArrayTapeCell, ArrayTracer, Batched)
+_ARRAY_CLASS_SET = frozenset(_ARRAY_CLASSES)      # (one hash on the hot path, not five compares)
 
 
 def _array_route(prim, args):
@@ -51,7 +54,7 @@ class Primitive:
     Python expression staged code uses for it (``'{0} + {1}'``, ``'math.sin({0})'``);
     None calls ``plain``."""
 
-    __slots__ = ('name', 'plain', 'partials', 'lifted', 'emit')
+    __slots__ = ('name', 'plain', 'partials', 'lifted', 'emit', 'qualname')
 
     def __init__(self, name, plain, partials, lifted=None, emit=None):
         self.name = name
@@ -70,6 +73,27 @@ class Primitive:
     def __repr__(self):
         return f"<primitive {self.name}>"
 
+    # The rules of a scalar primitive for each interpretation (nestad.interpret).
+    def evaluate(self, args, params):
+        for a in args:
+            if a.__class__ is Tracer:
+                return apply_traced(self, args, params)
+        return self.plain(*args)
+
+    def forward(self, top, args, carried, primals, params):
+        out = self.lifted(*primals)
+        tangent = None
+        for d, a, c in zip(self.partials, args, carried):
+            if c:
+                term = d(*primals, out) * a.tangent
+                tangent = term if tangent is None else tangent + term
+        return Bundle(top, out, tangent)
+
+    def reverse(self, top, args, carried, primals, params):
+        out = self.lifted(*primals)
+        return TapeCell(top, next_id(), out, tuple(
+            (a, d(*primals, out)) for d, a, c in zip(self.partials, args, carried) if c))
+
 
 _OPERATORS = {'add': '+', 'sub': '-', 'mul': '*', 'div': '/', 'mod': '%', 'pow': '**'}
 
@@ -84,6 +108,8 @@ def not_a_number(name, value):
 
 
 def lift1(prim, x):
+    """``bind`` for one scalar argument, with the forward and reverse interpretations
+    inlined (the hot path of every elementary function of a perturbed number)."""
     cls = x.__class__
     if cls is Bundle:
         p = x.primal
@@ -95,13 +121,17 @@ def lift1(prim, x):
         return TapeCell(x.tag, next_id(), out, ((x, prim.partials[0](p, out)),))
     if isinstance(x, Real):
         return apply_traced(prim, (x,), {}) if cls is Tracer else prim.plain(x)
-    if isinstance(x, _ARRAY_CLASSES):
+    if isinstance(x, _ARRAY_CLASSES) or is_array(x):
         return _array_route(prim, (x,))
+    if isinstance(x, Perturbed):            # another interpretation's value
+        return x.interpretation.process(prim, x.tag, (x,), (True,), (x.primal,), EMPTY)
     raise not_a_number(prim.name, x)
 
 
 def lift2(prim, x, y):
-    if x.__class__ in _ARRAY_CLASSES or y.__class__ in _ARRAY_CLASSES:
+    """``bind`` for two scalar arguments (the arithmetic operators' fast paths handle the
+    same-tag and float cases before this)."""
+    if x.__class__ in _ARRAY_CLASS_SET or y.__class__ in _ARRAY_CLASS_SET:
         return _array_route(prim, (x, y))
     if isinstance(x, Perturbed):
         tx = x.tag
@@ -119,13 +149,17 @@ def lift2(prim, x, y):
         if x.__class__ is Tracer or y.__class__ is Tracer:
             return apply_traced(prim, (x, y), {})
         return prim.plain(x, y)
-
     top = tx if tx >= ty else ty
     xp = x.primal if tx == top else x
     yp = y.primal if ty == top else y
+    cls = (x if tx == top else y).__class__
+    if cls is not Bundle and cls is not TapeCell:       # another interpretation's value
+        return (x if tx == top else y).interpretation.process(
+            prim, top, (x, y), (tx == top, ty == top), (xp, yp), EMPTY)
+    # FORWARD's and REVERSE's rules (Primitive.forward, .reverse) for two arguments, inlined
     out = prim.lifted(xp, yp)
     dx, dy = prim.partials
-    if (x if tx == top else y).__class__ is Bundle:
+    if cls is Bundle:
         if tx == top and ty == top:
             tangent = dx(xp, yp, out) * x.tangent + dy(xp, yp, out) * y.tangent
         elif tx == top:

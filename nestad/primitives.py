@@ -20,9 +20,10 @@ import numpy as np
 from . import registry
 from .arrays import is_array
 from .errors import InvalidInputError
+from .interpret import bind
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
-from .values import Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
+from .values import Batched, Bundle, TapeCell, modular_pow_error, next_id, primal_value
 
 _ARRAYS = (np.ndarray, ArrayTracer)
 
@@ -101,6 +102,8 @@ def constant(name, plain, emit=None):
         for a in args:
             if a.__class__ is Tracer or a.__class__ is ArrayTracer:
                 return apply_traced(prim, args, {})
+            if a.__class__ is Batched:          # values of vmap's members: numpy's version
+                return ARRAY_ROUTES[name](*args)
         return plain(*args)
     public.__name__ = public.__qualname__ = name
     prim.lifted = public
@@ -315,44 +318,54 @@ def _select_plain(c, x, y):
     return x if c else y
 
 
-SELECT = Primitive('select', _select_plain, None, _select_plain, '({1} if {0} else {2})')
-
-
 def _zero_of(t):
     """A zero shaped like tangent ``t`` (which may carry batch axes)."""
     shape = np.shape(primal_value(t))
     return np.zeros(shape) if shape else 0.0
 
 
+class _Select(Primitive):
+    """``where``'s primitive: the condition (argument 0) is a primal value and never
+    carries a run; the derivative is the chosen argument's, selected (not multiplied by
+    0 or 1, which would make an infinite tangent of the other branch nan)."""
+    __slots__ = ()
+
+    def evaluate(self, args, params):
+        c, x, y = args
+        if c.__class__ is Tracer or x.__class__ is Tracer or y.__class__ is Tracer:
+            return apply_traced(self, args, params)
+        return x if c else y
+
+    def forward(self, top, args, carried, primals, params):
+        (_, x, y), (_, cx, cy), (c, xp, yp) = args, carried, primals
+        dx = x.tangent if cx else _zero_of(y.tangent)
+        dy = y.tangent if cy else _zero_of(x.tangent)
+        return Bundle(top, where(c, xp, yp), where(c, dx, dy))
+
+    def reverse(self, top, args, carried, primals, params):
+        (_, x, y), (_, cx, cy), (c, xp, yp) = args, carried, primals
+        partials = ()
+        if cx:
+            partials += ((x, where(c, 1.0, 0.0)),)
+        if cy:
+            partials += ((y, where(c, 0.0, 1.0)),)
+        return TapeCell(top, next_id(), where(c, xp, yp), partials)
+
+
+SELECT = _Select('select', _select_plain, None, _select_plain, '({1} if {0} else {2})')
+
+
 def where(condition, x, y):
     """``x`` where ``condition`` holds, else ``y``, as a value: in staged code (loop
     bodies included) it is recorded as a choice, not fixed as a guard.  The condition is
     read from primal values, so no derivative flows through it; the derivative is
-    ``x``'s or ``y``'s.  With arrays it is ``nestad.numpy.where``."""
+    ``x``'s or ``y``'s.  With arrays (or values batched by vmap) it is
+    ``nestad.numpy.where``."""
     c = primal_value(condition)
     if isinstance(c, _ARRAYS) or isinstance(x, _ARRAYS) or isinstance(y, _ARRAYS) \
-            or is_array(x) or is_array(y):
+            or c.__class__ is Batched or is_array(x) or is_array(y):
         return ARRAY_ROUTES['select'](c, x, y)
-    tx = x.tag if isinstance(x, Perturbed) else -1
-    ty = y.tag if isinstance(y, Perturbed) else -1
-    if tx < 0 and ty < 0:
-        if c.__class__ is Tracer or x.__class__ is Tracer or y.__class__ is Tracer:
-            return apply_traced(SELECT, (c, x, y), {})
-        return x if c else y
-    top = tx if tx >= ty else ty
-    xp = x.primal if tx == top else x
-    yp = y.primal if ty == top else y
-    out = where(c, xp, yp)
-    if (x if tx == top else y).__class__ is Bundle:
-        dx = x.tangent if tx == top else _zero_of(y.tangent)
-        dy = y.tangent if ty == top else _zero_of(x.tangent)
-        return Bundle(top, out, where(c, dx, dy))
-    partials = ()
-    if tx == top:
-        partials += ((x, where(c, 1.0, 0.0)),)
-    if ty == top:
-        partials += ((y, where(c, 0.0, 1.0)),)
-    return TapeCell(top, next_id(), out, partials)
+    return bind(SELECT, (c, x, y))
 
 
 # A recorded select evaluated on perturbed or traced values (a program transformed by jvp

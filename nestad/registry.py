@@ -34,6 +34,7 @@ def register(prim, qualname, user=False):
     if qualname in PRIMITIVES and not (user and qualname in USER):
         raise ValueError(f"a primitive named {qualname!r} is already registered")
     PRIMITIVES[qualname] = prim
+    prim.qualname = qualname        # the key of its rules in rule tables (nestad.batching)
     if user:
         USER.add(qualname)
     return prim

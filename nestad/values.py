@@ -20,7 +20,8 @@ import math
 import numpy as np
 
 from . import perturbation
-from .errors import EscapedPerturbationError, PerturbedConversionError, UnhashableValueError
+from .errors import (BatchedConversionError, EscapedPerturbationError, PerturbedConversionError,
+                     UnhashableValueError)
 
 # Cell ids: unique, increasing in creation order (an input cell is always older
 # than the cells computed from it).  ``next`` on a count is atomic under the GIL.
@@ -216,9 +217,85 @@ class TapeCell(Perturbed):
                 f"<{len(self.partials)} inputs>)")
 
 
+class Batched(Perturbed):
+    """A value of ``nestad.vmap``'s run ``tag``: one value per member of the batch,
+    stacked along a leading axis of ``primal`` (``primal.shape == (size,) + shape``).
+
+    It obeys the ordering invariant like Bundle and TapeCell: ``primal`` holds only
+    smaller tags.  Seen from the function being mapped it is one member: ``shape``,
+    ``ndim`` and ``dtype`` are a member's, comparisons are elementwise per member (a
+    batched bool), and Python control flow on it (``bool``, ``float``) is refused,
+    since the members may disagree."""
+
+    __slots__ = ('tag', 'primal')
+
+    def __init__(self, tag, primal):
+        if tag not in _live:
+            escaped(tag)
+        self.tag = tag
+        self.primal = primal
+
+    def __repr__(self):
+        return f"Batched({self.tag // perturbation.STRIDE}, {self.primal!r})"
+
+    @property
+    def shape(self):
+        return np.shape(self.primal)[1:]
+
+    @property
+    def ndim(self):
+        return np.ndim(self.primal) - 1
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self):
+        v = self.primal
+        return v.dtype if hasattr(v, 'dtype') else np.result_type(v)
+
+    def _refuse(self, what, hint=""):
+        if not perturbation.is_live(self.tag):
+            super()._refuse(what, hint)
+        raise BatchedConversionError(
+            f"{what} on a value batched by nestad.vmap: it has one value per member of the "
+            "batch, which may disagree, so Python control flow or a conversion cannot use it. "
+            "Choose with nestad.numpy.where (or nestad.where), loop with nestad.while_loop "
+            "(it runs until every member is done), or move the computation out of the "
+            "mapped function.")
+
+    def __bool__(self):
+        self._refuse("bool() (an if, while, and, or, not)")
+
+    # Comparisons: elementwise, a batched bool (the protocol methods come from nestad.numpy).
+    def __lt__(self, other):
+        return np.less(self, other)
+
+    def __le__(self, other):
+        return np.less_equal(self, other)
+
+    def __gt__(self, other):
+        return np.greater(self, other)
+
+    def __ge__(self, other):
+        return np.greater_equal(self, other)
+
+    def __eq__(self, other):
+        return np.equal(self, other)
+
+    def __ne__(self, other):
+        return np.not_equal(self, other)
+
+    __hash__ = Perturbed.__hash__
+
+
 def primal_value(x):
-    """The plain number underneath every perturbation of ``x``."""
+    """The plain number underneath every perturbation of ``x``.  A value batched by
+    ``vmap`` is not a perturbation but many values: it is kept (batched)."""
     while isinstance(x, Perturbed):
+        if x.__class__ is Batched:
+            return x
         x = x.primal
     return x
 
@@ -236,7 +313,7 @@ def _value_test(scalar_test, array_test):
         if v.__class__ is float:
             return scalar_test(v)
         r = array_test(v)
-        return bool(r) if r.ndim == 0 else r
+        return bool(r) if r.ndim == 0 and r.__class__ is not Batched else r
     test.__name__ = scalar_test.__name__
     test.__doc__ = (f"``math.{scalar_test.__name__}`` of the value of ``x``, perturbed or not: a "
                     "plain bool, or an ndarray of bools for an array.  A test of the value needs "

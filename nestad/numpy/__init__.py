@@ -27,7 +27,7 @@ from ..errors import InvalidInputError
 from ..lifting import ARRAY_ROUTES, lift2 as _lift2
 from ..tracer import SIMPLIFY as _SIMPLIFY, UFUNC_PRIMITIVES as _UFUNC_PRIMITIVES, is_tracer
 from ..tracer import Tracer as _Tracer, producer as _producer
-from ..values import Perturbed, primal_value
+from ..values import Batched as _Batched, Perturbed, primal_value
 
 try:                                            # numpy >= 2.0
     from numpy.lib.array_utils import normalize_axis_index as _axis_index, \
@@ -331,7 +331,11 @@ def positive(x):
 def _constant(npfn):
     """A piecewise-constant function: derivative zero, plain result."""
     def public(*args, **kw):
-        return npfn(*[primal_value(_as_operand(a)) for a in args], **kw)
+        args = [primal_value(_as_operand(a)) for a in args]
+        for a in args:
+            if a.__class__ is _Batched:     # values of vmap's members
+                return _batch.constant(npfn, args, kw)
+        return npfn(*args, **kw)
     public.__name__ = npfn.__name__
     return public
 
@@ -347,6 +351,13 @@ less, less_equal = _constant(_np.less), _constant(_np.less_equal)
 greater, greater_equal = _constant(_np.greater), _constant(_np.greater_equal)
 equal, not_equal = _constant(_np.equal), _constant(_np.not_equal)
 argmax, argmin, argsort = _constant(_np.argmax), _constant(_np.argmin), _constant(_np.argsort)
+# The scalar constant functions of values batched by vmap (nestad.primitives.constant).
+ARRAY_ROUTES.update(
+    floor=floor, ceil=ceil, sign=sign, floordiv=floor_divide, lt=less, le=less_equal,
+    gt=greater, ge=greater_equal, eq=equal, ne=not_equal, tie_split=_constant(
+        lambda a, b: _np.where(a > b, 1.0, _np.where(a < b, 0.0, 0.5))),
+    **{'and': _constant(_np.logical_and), 'or': _constant(_np.logical_or),
+       'xor': _constant(_np.logical_xor), 'not': _constant(_np.logical_not)})
 
 
 def _elementwise2(name, npfn, scalar_fn, dx, dy):
@@ -487,7 +498,7 @@ def where(condition, x=_np._NoValue, y=_np._NoValue):
     if x is _np._NoValue or y is _np._NoValue:
         raise ValueError("either both or neither of x and y should be given")
     cond = primal_value(_as_operand(condition))
-    if not is_tracer(cond):
+    if not is_tracer(cond) and cond.__class__ is not _Batched:
         cond = _np.asarray(cond, dtype=bool)
     return _where(cond, _as_operand(x), _as_operand(y))
 
@@ -575,6 +586,11 @@ def _plain_index(index):
     """Indices may hold nestad numbers only as plain values (an index has no derivative)."""
     if isinstance(index, tuple):
         return tuple(_plain_index(i) for i in index)
+    if index.__class__ is _Batched:
+        raise InvalidInputError(
+            "an index batched by nestad.vmap (x[i] with i mapped) is not supported yet: each member "
+            "would select other entries. Select with a one-hot product (x @ (arange(n) == i)) or "
+            "nestad.numpy.where, or loop over the indices outside vmap.")
     if isinstance(index, Perturbed):
         raise InvalidInputError("an array index cannot carry a perturbation")
     if is_tracer(index):
@@ -1298,6 +1314,7 @@ from ._shapes import *  # noqa: E402,F401,F403  (array manipulation, index trick
 from ._stats import *  # noqa: E402,F401,F403  (statistics, order statistics, cumprod)
 from ._convolve import *  # noqa: E402,F401,F403  (convolve, correlate)
 from ._grids import *  # noqa: E402,F401,F403  (meshgrid, interp, unique, real, imag, conj)
+from . import _batch  # noqa: E402  (vmap's batch rules of the primitives above)
 from ._dispatch import install as _install  # noqa: E402
 
 _install()

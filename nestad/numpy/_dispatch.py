@@ -5,14 +5,18 @@
 call nestad.numpy's version; a numpy function nestad does not know raises a TypeError
 naming it, instead of silently computing on primal values and dropping the derivative.
 """
+import threading
+
 import numpy as np
 
 from .. import numpy as anp
+from ..batching import batched_top, call_per_member
+from ..structures import flatten
 from .. import perturbation
 from ..arrays import ArrayBundle, ArrayTapeCell
-from ..errors import PerturbedConversionError
+from ..errors import BatchedConversionError, PerturbedConversionError
 from ..tracer import ArrayTracer
-from ..values import Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
+from ..values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
 def _mirrors():
     """{numpy callable: nestad.numpy function}: every function nestad.numpy (and its linalg)
@@ -30,21 +34,34 @@ def _mirrors():
     return table
 
 
-def _value_of(fn):
-    """A numpy function of the value alone (no derivative to keep)."""
-    return lambda x, *a, **k: fn(primal_value(x), *a, **k)
+def _value_of(fn, of_shape=False):
+    """A numpy function of the value alone (no derivative to keep); ``of_shape``: of its
+    shape and dtype alone (then the same for every member of a batched value)."""
+    def of_value(x, *a, **k):
+        v = primal_value(x)
+        if v.__class__ is Batched:
+            if of_shape:
+                return fn(np.zeros(v.shape, v.dtype), *a, **k)
+            return anp._batch.constant(fn, [v], k) if not a else fn(v, *a, **k)
+        return fn(v, *a, **k)
+    return of_value
+
+
+def _result_type(*xs):
+    return np.result_type(*[x.dtype if isinstance(x, Perturbed) else x for x in xs])
 
 
 # Functions of values that read no derivative (tests, shapes) or of real values only.
 _BY_VALUE = {
     np.isnan: _value_of(np.isnan), np.isfinite: _value_of(np.isfinite),
-    np.isinf: _value_of(np.isinf), np.zeros_like: _value_of(np.zeros_like),
-    np.ones_like: _value_of(np.ones_like), np.imag: _value_of(np.zeros_like),
+    np.isinf: _value_of(np.isinf), np.zeros_like: _value_of(np.zeros_like, True),
+    np.ones_like: _value_of(np.ones_like, True), np.result_type: _result_type,
+    np.imag: _value_of(np.zeros_like, True),
     np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
     np.allclose: lambda a, b, **k: np.allclose(primal_value(a), primal_value(b), **k),
     np.conjugate: lambda x: x, np.real: lambda x: x,       # of real values
     np.iscomplex: _value_of(np.iscomplex), np.isreal: _value_of(np.isreal),
-    np.iscomplexobj: _value_of(np.iscomplexobj), np.isrealobj: _value_of(np.isrealobj),
+    np.iscomplexobj: _value_of(np.iscomplexobj, True), np.isrealobj: _value_of(np.isrealobj, True),
 }
 _ALL = {**_mirrors(), **_BY_VALUE}
 UFUNCS = {f: fn for f, fn in _ALL.items() if isinstance(f, np.ufunc)}
@@ -83,7 +100,39 @@ def _unsupported(name):
         "without its derivative.")
 
 
-def _call(name, fn, args, kwargs):
+_active = threading.local()
+
+
+def _call(name, fn, args, kwargs, func=None):
+    # nestad's version of a numpy function may compute a value with numpy's own function
+    # (np.linalg.slogdet(primal_value(a)) for the sign).  On a value batched by vmap that
+    # call comes back here: it is then applied member by member (it reads values only).
+    for a in args:
+        if a.__class__ is Batched:
+            break
+    else:
+        return _call_once(name, fn, args, kwargs)
+    if func in _BY_VALUE:
+        return _call_once(name, fn, args, kwargs)
+    leaves, tree = flatten((args, kwargs))
+    top = batched_top(leaves)
+    if top is None:
+        return _call_once(name, fn, args, kwargs)
+    active = getattr(_active, 'calls', None)
+    if active is None:
+        active = _active.calls = set()
+    key = (func, top)
+    if key in active:
+        return call_per_member(lambda s: func(*s[0], **s[1]), leaves, tree, top,
+                               _public_name(func))
+    active.add(key)
+    try:
+        return _call_once(name, fn, args, kwargs)
+    finally:
+        active.discard(key)
+
+
+def _call_once(name, fn, args, kwargs):
     try:
         return fn(*args, **kwargs)
     except TypeError as e:       # a keyword of numpy's that nestad's version does not take
@@ -103,7 +152,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         fn = UFUNCS.get(ufunc)
         if fn is None:
             raise _unsupported(name)
-        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'})
+        return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'}, ufunc)
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
         reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
                    np.minimum: anp.min}[ufunc]
@@ -115,7 +164,7 @@ def _array_function(self, func, types, args, kwargs):
     fn = FUNCTIONS.get(func)
     if fn is None:
         raise _unsupported(_public_name(func))
-    return _call(_public_name(func), fn, args, kwargs)
+    return _call(_public_name(func), fn, args, kwargs, func)
 
 
 def _reshape_method(self, *shape):
@@ -205,6 +254,13 @@ def _array(self, dtype=None, copy=None):
         if not perturbation.is_live(self.tag):
             self._refuse(f"numpy.{np.dtype(dtype).name}()")
         return np.asarray(primal_value(self)).astype(dtype)
+    if self.__class__ is Batched and perturbation.is_live(self.tag):
+        raise BatchedConversionError(
+            "converting a value batched by nestad.vmap to a plain numpy array (numpy.asarray, "
+            "or indexing a numpy array with it) would need one array for all the members. Use "
+            "nestad.numpy functions on it; for x[i] with i mapped: " + "an index batched by nestad.vmap (x[i] with i mapped) is not supported yet: each member "
+            "would select other entries. Select with a one-hot product (x @ (arange(n) == i)) or "
+            "nestad.numpy.where, or loop over the indices outside vmap.")
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
     raise PerturbedConversionError(
@@ -231,6 +287,31 @@ TRACER_COMPARISONS = dict(
     __eq__=lambda s, o: np.equal(s, o), __ne__=lambda s, o: np.not_equal(s, o))
 
 
+# A batched bool combines elementwise, per member (``|`` and ``&`` of conditions).
+_logic = {op: anp.ARRAY_ROUTES[op] for op in ('and', 'or', 'xor', 'not')}
+BATCHED_LOGIC = dict(
+    __and__=lambda s, o: _logic['and'](s, o), __rand__=lambda s, o: _logic['and'](o, s),
+    __or__=lambda s, o: _logic['or'](s, o), __ror__=lambda s, o: _logic['or'](o, s),
+    __xor__=lambda s, o: _logic['xor'](s, o), __rxor__=lambda s, o: _logic['xor'](o, s),
+    __invert__=lambda s: _logic['not'](s))
+
+
+def _over_members(npfn):
+    """numpy.any / numpy.all of a whole value: of every member of a batched one too (rules
+    use them to skip work that no entry needs, and to refuse bad entries)."""
+    def fn(x, axis=None, **kwargs):
+        v = primal_value(x)
+        if axis is not None or kwargs or v.__class__ is not Batched:
+            raise _unsupported(f"numpy.{npfn.__name__}")
+        while isinstance(v, Perturbed):
+            v = v.primal
+        return npfn(v)
+    return fn
+
+
+FUNCTIONS.update({np.any: _over_members(np.any), np.all: _over_members(np.all)})
+
+
 def install():
     Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
@@ -240,6 +321,8 @@ def install():
             setattr(cls, name, fn)
     for name, fn in TRACER_COMPARISONS.items():
         setattr(ArrayTracer, name, fn)
+    for name, fn in {**ARRAY_METHODS, **BATCHED_LOGIC}.items():
+        setattr(Batched, name, fn)
     for cls in (Bundle, TapeCell):
         for name in SCALAR_METHODS:
             setattr(cls, name, ARRAY_METHODS[name])

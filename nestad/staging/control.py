@@ -32,7 +32,9 @@ from ..errors import InvalidInputError
 from ..extraction import primal_of, tangent_of
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Trace, active, is_tracer, recording, resolve
-from ..values import Bundle, Perturbed, primal_value
+from .. import batching
+from ..batching import while_batched
+from ..values import Batched, Bundle, Perturbed, primal_value
 from .program import Program, depends, simplify
 
 
@@ -48,7 +50,7 @@ def while_loop(cond, body, state):
             raise InvalidInputError(
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
-    if active() is None and not any(is_tracer(primal_value(x)) for x in leaves):
+    if active() is None and not any(is_tracer(_value(x)) for x in leaves):
         return _python_loop(cond, body, state, InvalidInputError)   # eager: Python's loop
 
     def cond_flat(ls):
@@ -73,12 +75,16 @@ def _python_loop(cond, body, state, error):
     """Python's loop, checking after each step that the body kept the state's structure,
     shapes and dtypes (as a staged loop must: the same code behaves the same staged)."""
     first, quick = state, _quick_key(state)
-    while cond(state):
+    while True:
+        c = cond(state)
+        if primal_value(c).__class__ is Batched:         # vmap: until every member is done
+            return while_batched(cond, body, state, c)
+        if not c:
+            return state
         new = body(state)
         if quick is None or _quick_key(new) != quick:     # (the full check when not sure)
             _check_step(first, new, error)
         state = new
-    return state
 
 
 def _check_step(first, new, error):
@@ -121,6 +127,8 @@ def _quick_leaf(x):
 
 def _leaf_aval(x):
     v = primal_value(x)
+    if v.__class__ is Batched:      # a member's (a leaf may become batched as vmap's loop runs)
+        return tuple(v.shape), np.dtype(v.dtype)
     return _aval(v.var if is_tracer(v) else v)
 
 
@@ -141,13 +149,20 @@ class _Unroll(Exception):
 
 
 
+def _value(x):
+    """The plain value (or tracer) under every perturbation and batch of ``x``."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x
+
+
 def _is_state_leaf(x):
-    v = primal_value(x)
+    v = _value(x)
     return isinstance(v, (int, float, bool, np.number, np.bool_, np.ndarray)) or is_tracer(v)
 
 
 def _is_float(x):
-    v = primal_value(x)
+    v = _value(x)
     return is_tracer(v) and v.dtype.kind == 'f' or \
         isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == 'f')
 
@@ -187,6 +202,8 @@ def _loop(cond_f, body_f, leaves):
     if not tags:
         return _record(cond_f, body_f, leaves)
     carried = [isinstance(x, Perturbed) and x.tag == top for x in leaves]
+    if leaves[carried.index(True)].__class__ is Batched:
+        return _loop_batched(cond_f, body_f, leaves, carried, top)
     primals = [x.primal if c else x for x, c in zip(leaves, carried)]
     slots = [k for k, x in enumerate(leaves) if _is_float(x)]
     if isinstance(leaves[carried.index(True)], Bundle):
@@ -198,6 +215,33 @@ def _loop(cond_f, body_f, leaves):
         tout = dict(zip(slots, touts))
         return [make_bundle(top, o, tout[k]) if k in tout else o for k, o in enumerate(outs)]
     return _reverse(cond_f, body_f, leaves, primals, carried, slots, top)
+
+
+def _loop_batched(cond_f, body_f, leaves, carried, top):
+    """vmap of a loop: one loop on the stacked members, while some member's condition
+    holds; a member whose condition is false keeps its state (JAX's semantics).  Every
+    leaf is stacked, since the body may make any of them differ between members."""
+    anp = batching.ops
+    size = next(np.shape(x.primal)[0] for x, c in zip(leaves, carried) if c)
+    stacked = [x.primal if c else anp.broadcast_to(anp.expand_dims(x, 0), (size,) + np.shape(x))
+               for x, c in zip(leaves, carried)]
+
+    def batched(ls):
+        return [Batched(top, x) for x in ls]
+
+    def members(c):             # a condition as the stacked bools of run ``top``
+        c = primal_value(c)
+        return c.primal if c.__class__ is Batched and c.tag == top else c
+
+    def cond_any(ls):
+        c = members(cond_f(batched(ls)))
+        return anp.max(anp.where(c, 1.0, 0.0)) > 0.5 if np.ndim(c) else c
+
+    def body_masked(ls):
+        state = batched(ls)
+        c = cond_f(state)
+        return [anp.where(c, new, old).primal for new, old in zip(body_f(state), state)]
+    return batched(_loop(cond_any, body_masked, stacked))
 
 
 def _carry(x, leaves):

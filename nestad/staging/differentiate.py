@@ -6,6 +6,8 @@ rule as lifting), a staged ``f`` behaves as a primitive whose rules are staged:
 * ``t`` is a forward run: one call of the staged ``jvp`` of ``f``
   (``(primals, tangents) -> (out, out tangent)``), and the output is ``out + out
   tangent * eps_t``;
+* ``t`` is a vmap's: one call of the staged batched ``f`` (``vmap`` of it) on the
+  stacked values, its outputs batched by ``t``;
 * ``t`` is a reverse run: ``f`` runs staged on the primals, and each output leaf is
   a tape cell of ``t`` whose partials are linear maps that run the staged ``vjp`` of
   ``f`` (``(primals, output cotangents) -> input cotangents``).
@@ -16,10 +18,20 @@ time.  Inside a trace, arguments are tracers under the perturbations, and the st
 jvp/vjp are traced through.
 """
 from ..custom import apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, vjp_of
+from ..batching import batch_of, batched_top
+from ..structures import tree_map
+from ..values import Batched, Perturbed
 from .tracing import closure_error
 
 
 def call_perturbed(staged, leaves, tree):
+    top = batched_top(leaves)
+    if top is not None:
+        # vmap: the staged batched f (vmap of f, staged like jvp and vjp) on the stacked values
+        carried = tuple(isinstance(x, Perturbed) and x.tag == top for x in leaves)
+        out = _derived(staged, 'batch', tree, carried)([x.primal if c else x
+                                                         for x, c in zip(leaves, carried)])
+        return tree_map(lambda o: Batched(top, o), out)
     top, carried, primals, forward = peel(leaves)
     # A result carrying run ``top`` (or a later one) although ``f`` ran on primals without
     # it: ``f`` read a value of that run from its closure.  The rules, applied from the
@@ -44,6 +56,7 @@ def _derived(staged, kind, tree, carried):
     fn = staged.derived.get(key)
     if fn is None:
         make = jvp_of(staged.f, tree, carried, "stage") if kind == 'jvp' else \
+            batch_of(staged.f, tree, carried) if kind == 'batch' else \
             vjp_of(staged.f, tree, carried, closure_error)
         fn = staged.derived[key] = staged.derive(make)
     return fn
