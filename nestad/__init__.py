@@ -15,7 +15,7 @@ from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
-from .staging import GuardFailure, Program, jit, stage, trace, while_loop  # noqa: E402
+from .staging import GuardFailure, Program, export, jit, stage, trace, while_loop  # noqa: E402
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
