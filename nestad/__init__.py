@@ -39,7 +39,7 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
-    'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'trace', 'stage', 'jit', 'export', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',
