@@ -70,6 +70,15 @@ def log_of(x):
     return nd.log(x)
 
 
+def log_loop(a):
+    return nd.while_loop(lambda s: s[0] < 10.0, lambda s: (s[0] + 1.0, s[1] + nd.log(s[0] * a)),
+                         (1.0, a))[1]
+
+
+def scaled_power(x, p):
+    return x ** p * nd.sqrt(x)
+
+
 X = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
 P = Params(np.linspace(0.1, 0.6, 6).reshape(3, 2), np.array([0.3, -0.2]))
 S = Scale(1.5, "half")
@@ -93,6 +102,8 @@ CASES = [
      [({'b': -0.5, 'a': 2.0}, 3)]),
     ('piecewise', piecewise, (2.0,), (), [(3.0,)]),
     ('log_of', log_of, (2.0,), (), [(0.0,), (-1.0,), (math.e,)]),
+    ('log_loop', nd.gradient_r(log_loop), (2.0,), (), [(3.0,), (0.0,)]),
+    ('staged_static', nd.stage(scaled_power, static_argnums=(1,)), (1.5, 2.0), (), [(0.5, 2.0)]),
 ]
 
 # Calls that must fail in the exported module: (case, arguments, error type, words).
@@ -106,6 +117,7 @@ BAD_CALLS = [
                                                               'export again']),
     ('dict_grad', ({'a': 1.0, 'c': 2.0}, 3), 'TypeError', ["dict", "['a', 'b']"]),
     ('dict_grad', ({'a': 1.0, 'b': 2.0}, 4), 'ValueError', ['static value 3']),
+    ('staged_static', (0.5, 3.0), 'ValueError', ['static value 2.0']),
 ]
 
 # The driver: block nestad, import every exported module, run the calls.
@@ -233,6 +245,9 @@ def test_exported_numbers_are_right(exported):
     assert math.isclose(got[('sin_fff', 0)], -math.cos(1.1))       # d3 sin / dx3
     assert got[('log_of', 0)] == -math.inf and math.isnan(got[('log_of', 1)])
     assert got[('piecewise', 0)] == 9.0
+    assert math.isclose(got[('log_loop', 0)], 1 + 9 / 3.0)          # a + sum_k log(k a)
+    assert got[('log_loop', 1)] == math.inf                          # 1 + 9/0: IEEE, not a raise
+    assert got[('staged_static', 0)] == 0.5 ** 2.5
     g = got[('dict_grad', 0)]
     assert math.isclose(g['a'], math.exp(-1.5)) and math.isclose(g['b'], 6.0 * math.exp(-1.5))
 
@@ -284,6 +299,8 @@ def test_export_refuses_what_a_module_without_nestad_cannot_express():
         nd.export(lambda p: p.a * p.b, Pair(1.0, 2.0), name='f')
     with pytest.raises(ExportError, match="needs a name.*pass name="):
         nd.export(lambda x: x * x, 1.0)
+    with pytest.raises(ExportError, match="needs a name.*got 'lambda'.*pass name="):
+        nd.export(lambda x: x * x, 1.0, name='lambda')
     ns = {}
     exec("import numpy as np, nestad as nd\n"
          "@nd.primitive\ndef cube(x):\n    return x ** 3\n", ns)

@@ -20,6 +20,7 @@ import dis
 import functools
 import inspect
 import io
+import keyword
 import math
 import re
 import sys
@@ -32,6 +33,7 @@ from ..errors import NestadError
 from ..structures import _DICTS, _classes, _registry
 from .codegen import _leaves, python_source
 from .program import GuardFailure, _TRACED
+from .stage import Staged
 from .tracing import trace
 
 
@@ -40,6 +42,7 @@ class ExportError(NestadError, TypeError):
 
 
 _EXTERNAL = ('numpy', 'math', 'scipy')     # modules the exported code may import
+_TAKEN = ('flat', 'out', 'e', 'np', 'math', 'BranchError')     # names the function reads
 
 _PRELUDE = '''\
 import math
@@ -123,9 +126,12 @@ def export(f, *example_args, name=None, static_argnums=()):
     with numpy alone.  ``f`` is traced as ``nestad.stage`` traces it (derivative
     operators inside run while tracing); ``static_argnums`` as in ``stage``."""
     name = name or getattr(f, '__name__', None)
-    if not (isinstance(name, str) and name.isidentifier()) or name.startswith('_'):
+    if not (isinstance(name, str) and name.isidentifier()) or name.startswith('_') or \
+            keyword.iskeyword(name) or name in _TAKEN:
         raise ExportError(f"export: the exported function needs a name that is a public "
                           f"Python identifier; got {name!r}: pass name='...'")
+    if isinstance(f, Staged) and not static_argnums:
+        static_argnums = f.static_argnums
     program = trace(f, *example_args, static_argnums=static_argnums)
     m = _Module()
     fast, glb = python_source(program, "_fast")
@@ -344,9 +350,8 @@ def _param_names(f, n):
     except (TypeError, ValueError):
         params = []
     names = params[:n] if len(params) >= n else [f"x{i}" for i in range(n)]
-    taken = ('flat', 'out', 'np', 'math', 'BranchError')     # names the body reads
-    if len(set(names)) < n or any(p in taken or p.startswith('_') or re.fullmatch(r'a\d+', p)
-                                  for p in names):
+    if len(set(names)) < n or any(p in _TAKEN or keyword.iskeyword(p) or p.startswith('_')
+                                  or re.fullmatch(r'a\d+', p) for p in names):
         names = [f"x{i}" for i in range(n)]
     return names
 
