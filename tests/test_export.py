@@ -307,3 +307,23 @@ def test_export_refuses_what_a_module_without_nestad_cannot_express():
     cube = ns['cube'].defpartials(lambda x, out: 3 * x * x)
     with pytest.raises(ExportError, match="source of .*cube.* not available; define it in a file"):
         nd.export(lambda x: cube(x) + 1.0, 2.0, name='f')
+
+
+def test_every_primitive_of_the_registry_exports():
+    """The gradient of the sum of each registry row's function (tests/test_registry.py: every
+    primitive, scalar and array, nestad.scipy's too), exported and run here, equals the
+    staged gradient bit for bit."""
+    pytest.importorskip('scipy')
+    import test_registry as rows
+    cases = [(n, rows._scalar_fn(n), (x,)) for n, x in rows.SCALAR_ROWS.items()]
+    cases += [(n, rows._scalar_fn(n), xy) for n, xy in rows.SCALAR_BINARY_ROWS.items()]
+    cases += [(n, fn, args) for n, (fn, args) in rows.ARRAY_ROWS.items()]
+    for name, fn, args in cases:
+        grad = nd.gradient_r(lambda *a, fn=fn: anp.sum(fn(*a)), tuple(range(len(args))))
+        staged = nd.stage(grad)
+        staged(*args)
+        ns = {}
+        exec(compile(nd.export(grad, *args, name='grad'), f"{name}.py", "exec"), ns)
+        for got, want in zip(ns['grad'](*args), staged(*args)):
+            assert np.array_equal(got, want), name
+    assert len(cases) > 90

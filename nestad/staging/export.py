@@ -41,7 +41,7 @@ class ExportError(NestadError, TypeError):
     """``nestad.export`` met something a module without nestad cannot express."""
 
 
-_EXTERNAL = ('numpy', 'math', 'scipy')     # modules the exported code may import
+_EXTERNAL = ('numpy', 'math', 'scipy', 'operator')     # modules the exported code may import
 _TAKEN = ('flat', 'out', 'e', 'np', 'math', 'BranchError')     # names the function reads
 
 _PRELUDE = '''\
@@ -214,6 +214,13 @@ class _Module:
             return qualname if module == 'builtins' else f"{self._module(sys.modules[module])}.{qualname}"
         if isinstance(obj, types.FunctionType):
             return self._function(obj, hint)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            # (nestad's errors, raised by plain implementations: the builtin error they are)
+            base = next(c for c in obj.__mro__ if c.__module__ == 'builtins')
+            name = self.done[id(obj)] = f"_{obj.__name__}"
+            self.keep.append(obj)
+            self.defs.append(f"{name} = type({obj.__name__!r}, ({base.__name__},), {{}})")
+            return name
         raise ExportError(f"export: the staged code uses {type(obj).__name__} {obj!r:.80}, "
                           "which a module without nestad cannot express (only numbers, "
                           "arrays, numpy/math/scipy functions and Python functions with "
@@ -232,6 +239,12 @@ class _Module:
     def _array(self, a):
         if isinstance(a, np.generic):
             return f"{self._array(np.asarray(a))}[()]"
+        # The layout too: numpy's reductions may add in another order on another one.
+        if a.size > 1 and 0 in a.strides:             # a broadcast constant (ones, ...)
+            base = a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)]
+            return f"np.broadcast_to({self._array(np.ascontiguousarray(base))}, {a.shape!r})"
+        if a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous:
+            return f"np.asfortranarray({self._array(np.ascontiguousarray(a))})"
         if a.dtype.kind in 'biuf' and a.size <= 64 and np.all(np.isfinite(a)):
             return f"np.array({a.tolist()!r}, dtype={a.dtype.str!r})"
         if a.dtype.hasobject:
@@ -279,6 +292,7 @@ class _Module:
 def _external_name(obj):
     """(module, qualified name) of a numpy/math/scipy/builtin object found by that name."""
     module = getattr(obj, '__module__', None) or ('numpy' if isinstance(obj, np.ufunc) else None)
+    module = 'operator' if module == '_operator' else module
     qualname = getattr(obj, '__qualname__', getattr(obj, '__name__', None))
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
