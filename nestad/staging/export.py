@@ -174,8 +174,8 @@ class _Module:
         self.factories = {}       # source of a factory -> its name
 
     def needs(self):
-        extra = [m for m in self.imports if m not in ('collections', 'dataclasses')]
-        return "".join(f" and {m}" for m in extra)
+        extra = dict.fromkeys(m.split('.')[0] for m in self.imports if m.startswith('scipy'))
+        return "".join(f" and {m}" for m in extra)      # (the others are Python's own)
 
     def _import(self, module):
         if module not in self.imports:
