@@ -3,3 +3,4 @@ from .control import while_loop
 from .program import GuardFailure, Program
 from .stage import Staged, jit, stage
 from .tracing import trace
+from .export import ExportError, export

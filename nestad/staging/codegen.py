@@ -184,10 +184,13 @@ def _may_raise(emit):
     return 'math.' in emit or emit.startswith('1.0 /')
 
 
-def python_source(program, name="staged", safe=False):
+def python_source(program, name="staged", safe=False, glb=None):
     """(source, globals) of a Python function computing ``program`` on its flat inputs;
-    ``safe`` spells every scalar primitive that could raise by its IEEE implementation."""
+    ``safe`` spells every scalar primitive that could raise by its IEEE implementation.
+    ``glb``: the globals dict to bind names in (shared by two functions of one module)."""
     em = _Emitter(safe)
+    if glb is not None:
+        em.globals = glb
     params = []
     for v, n in zip(program.inputs, program.names):
         ident = n if n.isidentifier() else f"x{len(params)}"
