@@ -267,7 +267,11 @@ def _like(t, like):
 
 def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     """Reverse mode: the Jacobian of the final state by forward directions, then one
-    tape cell per float output leaf with the Jacobian's blocks as partials."""
+    tape cell per float output leaf with the Jacobian's blocks as partials; or the
+    adjoint rule where it is cheaper (``loops``: many input scalars)."""
+    from . import loops
+    if loops.use_adjoint(primals, carried, slots, body_f):
+        return loops.reverse(cond_f, body_f, leaves, primals, carried, slots, top)
     inputs = [k for k in slots if carried[k]]
     if all(np.ndim(primal_value(primals[k])) == 0 for k in slots):
         directions = [[1.0 if k == i else 0.0 for k in slots] for i in inputs]

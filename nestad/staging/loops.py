@@ -1,0 +1,272 @@
+"""Reverse mode through a staged loop by its adjoint: stored iterates, a backward loop.
+
+``while_loop``'s forward-direction reverse rule (``control._reverse``) carries one
+tangent per input scalar through the loop: cheap for a few slots, ``d`` times the
+forward loop for ``d`` input scalars.  The adjoint rule here costs a constant times the
+forward loop whatever ``d``:
+
+* forward: the loop runs once as a ``STASH`` equation, a ``while`` that also keeps
+  every iterate of the state slots the body changes (``vary``) and returns them
+  stacked (one array per slot, its first axis the iteration) with the trip count;
+  slots the body returns unchanged (loop invariants, captured values) are not kept;
+* backward: when the reverse phase reaches the loop's results, one ``nestad.while_loop``
+  runs from the last iterate to the first, mapping the state's cotangent by the vjp
+  of one body step at the stored iterate (the body recomputed once per step).  The
+  cotangent of an invariant slot is carried along and summed, as it is for any slot
+  the body returns unchanged.
+
+The results are tape cells of the run whose single partial goes to one shared *hub*
+cell; the hub's partials call the backward loop, so it runs once for all results
+together, not once per result.  The backward loop is an ordinary ``while_loop``, so a
+cotangent that carries a perturbation is differentiated through it like any loop.
+
+Rule choice (``use_adjoint``): the forward-direction rule costs about ``1 + d``
+forward loops for ``d`` input scalars (less for array states, whose directions are
+one batched numpy pass), the adjoint about 4 (forward, storage, recompute and reverse
+sweep).  The adjoint is chosen from ``ADJOINT_MIN_DIRECTIONS`` input scalars on, and
+only where the primals carry no other run (its stored iterates are plain values);
+memory is one copy of the changing state per iteration.
+"""
+import numpy as np
+
+from ..arrays import VJP, ArrayPrimitive, apply, make_cell
+from ..errors import InvalidInputError
+from ..structures import flatten
+from ..tracer import Eqn, StagingError, Var, active, is_tracer, resolve
+from ..values import Perturbed, primal_value
+
+# The forward-direction rule below this many input scalars (see the module docstring;
+# measured in benchmarks/loops.py).
+ADJOINT_MIN_DIRECTIONS = 4
+
+
+def use_adjoint(primals, carried, slots, body_f):
+    """Is the adjoint rule the cheaper one here (and applicable)?"""
+    if any(isinstance(p, Perturbed) for p in primals):
+        return False               # nested: the forward-direction rule peels the other runs
+    d = sum(int(np.prod(np.shape(primal_value(primals[k])))) for k in slots if carried[k])
+    if d < ADJOINT_MIN_DIRECTIONS:
+        return False
+    # the body reads a value of this run from its closure: keep the old rule's handling
+    return not any(isinstance(o, Perturbed) for o in body_f(list(primals)))
+
+
+def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
+    """Tape cells of run ``top`` for the loop's final state, by the adjoint rule."""
+    probe = body_f(list(primals))
+    vary = [k for k, (o, p) in enumerate(zip(probe, primals)) if o is not p]
+    res = stash(cond_f, body_f, list(primals), vary)
+    n = len(primals)
+    finals, trips, stacks = res[:n], res[n], dict(zip(vary, res[n + 1:]))
+    inputs = [k for k in slots if carried[k]]
+    shapes = [np.shape(primal_value(primals[k])) for k in slots]
+    sizes = [int(np.prod(s)) for s in shapes]
+    offsets = np.cumsum([0] + sizes)
+    hub_value = np.zeros(int(offsets[-1]))
+    pull = _Backward(cond_f, body_f, primals, slots, shapes, offsets, trips, stacks)
+    hub = make_cell(top, hub_value, tuple(
+        (leaves[k], VJP(_input_rule, (), hub_value, dict(pull=pull, j=slots.index(k))))
+        for k in inputs))
+    cells = list(finals)
+    for j, k in enumerate(slots):
+        cells[k] = make_cell(top, finals[k], ((hub, VJP(
+            _place_rule, (), finals[k], dict(start=int(offsets[j]), size=sizes[j],
+                                              total=int(offsets[-1])))),))
+    return cells
+
+
+def _place_rule(g, out, start, size, total):
+    """Output leaf's cotangent ``g`` placed at its segment of the hub's."""
+    from .. import numpy as anp
+    return anp.at(np.zeros(total))[start:start + size].set(anp.reshape(g, (size,)))
+
+
+def _input_rule(g, out, pull, j):
+    return pull.cotangents(g)[j]
+
+
+class _Backward:
+    """The backward loop, run once per hub cotangent (the reverse phase asks each
+    input's partial in turn)."""
+
+    def __init__(self, cond_f, body_f, primals, slots, shapes, offsets, trips, stacks):
+        self.body_f, self.primals, self.slots = body_f, primals, slots
+        self.shapes, self.offsets, self.trips, self.stacks = shapes, offsets, trips, stacks
+        self.last = None
+
+    def cotangents(self, g):
+        if self.last is not None and self.last[0] is g:
+            return self.last[1]
+        from .. import numpy as anp
+        from ..operators import vjp
+        from .control import _in_dtype_of, _like, while_loop
+        primals, slots, stacks, body_f = self.primals, self.slots, self.stacks, self.body_f
+        g0 = []
+        for j, k in enumerate(slots):
+            a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+            seg = anp.reshape(anp.getitem(g, slice(a, b)), self.shapes[j]) if self.shapes[j] \
+                else anp.getitem(g, a)
+            g0.append(_in_dtype_of(seg, primals[k]))
+
+        def step(state):
+            i = state[0] - 1
+            gs = state[1:]
+            args = [row(stacks[k], i) if k in stacks else p for k, p in enumerate(primals)]
+
+            def f(*xs):
+                a = list(args)
+                for k, x in zip(slots, xs):
+                    a[k] = x
+                out = body_f(a)
+                return [out[k] for k in slots]
+            _, pullback = vjp(f, *[args[k] for k in slots])
+            new = pullback(list(gs))
+            return [i] + [_like(c, g_) for c, g_ in zip(new, gs)]
+
+        final = while_loop(lambda s: s[0] > 0, step, [self.trips] + g0)
+        self.last = (g, final[1:])
+        return self.last[1]
+
+
+# ---------------------------------------------------------------- the stored iterates
+
+def _row_plain(stack, i):
+    return stack[i]
+
+
+def _row_no_rule(*args, **kwargs):
+    raise StagingError("internal error: a loop's stored iterates carry a perturbation "
+                       "(the adjoint rule keeps plain values only)")
+
+
+# stack[i] for a traced trip index i: the backward loop's read of a stored iterate (plain
+# values only; nestad.numpy's indexing refuses traced indices, whose result shapes could
+# vary, but a row of a stack has one shape).
+ROW = ArrayPrimitive('loop_row', _row_plain, jvps=(_row_no_rule, _row_no_rule),
+                     vjps=(_row_no_rule, _row_no_rule), emit='{0}[{1}]', namespace='nestad.loops')
+
+
+def row(stack, i):
+    return apply(ROW, (stack, i), {})
+
+
+ROW.lifted = row
+
+
+def stash(cond_f, body_f, leaves, vary):
+    """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
+    for each slot in ``vary`` the stack of its iterates before each body step."""
+    from .control import _aval, _sub_program
+    outer = active()
+    if outer is None:
+        raise StagingError("a traced value reached while_loop after its trace ended")
+    vals = [x.val if is_tracer(x) else x for x in leaves]
+    cond_prog, cond_caps = _sub_program(outer, cond_f, vals, "the condition of a while_loop",
+                                        single=True)
+    body_prog, body_caps = _sub_program(outer, body_f, vals, "the body of a while_loop")
+    for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
+        shape, dtype = _aval(o)
+        if (shape, dtype) != (v.shape, v.dtype):
+            raise StagingError(
+                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
+                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
+                "float as 0.0, not 0)")
+    params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps),
+                  vary=tuple(vary))
+    outer, args = resolve(list(leaves) + cond_caps + body_caps)
+    res = STASH.plain(*[a.val if is_tracer(a) else a for a in args], **params)
+    return outer.record(STASH, args, params, None, tree=(res, flatten(list(res))[1]), cse=False)
+
+
+class StashLoop:
+    """``while_loop`` that also returns its trip count and the stacked iterates of the
+    slots ``vary``.  ``args``: the state (``n`` leaves), the condition's ``nc``
+    captured values, the body's."""
+    name = 'while_stash'
+    emit = None
+
+    def plain(self, *args, cond, body, n, nc, vary):
+        fast = body._compiled.get('stash')
+        if fast is None:
+            fast = body._compiled['stash'] = _compile(cond, body, n, nc, vary, len(args))
+        return list(fast(*args))
+
+    def lifted(self, *args, cond, body, n, nc, vary):
+        if any(isinstance(a, Perturbed) for a in args):
+            raise InvalidInputError(
+                "a staged program holding a loop's reverse pass (its stored iterates) was "
+                "differentiated again as a program; differentiate the function instead "
+                "(nestad.stage of the nested derivative)")
+        return stash(lambda ls: cond.run_flat(list(ls[:n]) + list(args[n:n + nc]), lifted=True)[0],
+                     lambda ls: body.run_flat(list(ls[:n]) + list(args[n + nc:]), lifted=True),
+                     list(args[:n]), vary)
+
+    def emit_lines(self, em, eqn, indent):
+        emit_stash(em, eqn, indent)
+
+    def __reduce__(self):
+        return 'STASH'
+
+    def __repr__(self):
+        return '<while_loop with stored iterates>'
+
+
+STASH = StashLoop()
+
+
+def _stacked(rows, like):
+    """The iterates of one slot as an array (iteration first); ``like``: its initial value."""
+    if rows:
+        return np.array(rows, dtype=np.result_type(like))
+    return np.zeros((0,) + np.shape(like), np.result_type(like))
+
+
+def emit_stash(em, eqn, indent):
+    """The loop as in ``codegen.emit_while``, appending the changing slots to lists."""
+    p = eqn.params
+    cond, body, n, nc, vary = p['cond'], p['body'], p['n'], p['nc'], p['vary']
+    pad = " " * indent
+    args = [em.arg(a) for a in eqn.args]
+    state = [em.fresh() for _ in range(n)]
+    first = [em.fresh() for _ in vary]
+    rows = [em.fresh() for _ in vary]
+    trips = em.fresh()
+    em.lines.append(f"{pad}{', '.join(state)}, = {', '.join(args[:n])},")
+    if vary:
+        em.lines.append(f"{pad}{', '.join(first)}, = {', '.join(state[k] for k in vary)},")
+        em.lines.append(f"{pad}{', '.join(rows)}, = {', '.join('[]' for _ in vary)},")
+    em.lines.append(f"{pad}{trips} = 0")
+    em.lines.append(f"{pad}while True:")
+    for sub, names in ((cond, state + args[n:n + nc]), (body, state + args[n + nc:])):
+        for v, name in zip(sub.inputs, names):
+            em.names[id(v)] = name
+        keep = list(sub.inputs) + [o for o in sub.outputs if isinstance(o, Var)]
+        em.emit_eqns(sub.eqns, indent + 4, keep=keep)
+        if sub is cond:
+            em.lines.append(f"{pad}    if not {em.arg(cond.outputs[0])}: break")
+            for r, k in zip(rows, vary):
+                em.lines.append(f"{pad}    {r}.append({state[k]})")
+            em.lines.append(f"{pad}    {trips} += 1")
+    moved = [(s, em.arg(o)) for s, o, v in zip(state, body.outputs, body.inputs) if o is not v]
+    if moved:
+        em.lines.append(f"{pad}    {', '.join(s for s, _ in moved)}, = "
+                        f"{', '.join(o for _, o in moved)},")
+    stacked = em.bind(_stacked, 'stacked')
+    for r, f in zip(rows, first):
+        em.lines.append(f"{pad}{r} = {stacked}({r}, {f})")
+    for v, name in zip(eqn.outs, state + [trips] + rows):
+        em.names[id(v)] = name
+
+
+
+def _compile(cond, body, n, nc, vary, nargs):
+    """A Python function running the loop with stored iterates on plain values."""
+    from .codegen import compile_python
+    from .program import Program
+    ins = [Var((), None, True) for _ in range(nargs)]
+    nout = n + 1 + len(vary)
+    outs = tuple(Var((), None, True) for _ in range(nout))
+    tree = flatten([0] * nout)[1]
+    eqn = Eqn(STASH, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc, vary=vary), outs, tree)
+    prog = Program(ins, [eqn], list(outs), None, tree, None, [f"a{k}" for k in range(nargs)], None)
+    return compile_python(prog, "stash")[0]
