@@ -17,6 +17,7 @@ from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
 from .staging import GuardFailure, Program, jit, stage, trace, while_loop  # noqa: E402
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
+from .scan import fori_loop, scan  # noqa: E402
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
@@ -33,7 +34,7 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp',
     'where', 'isnan', 'isfinite', 'isinf',
-    'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'trace', 'stage', 'jit', 'while_loop', 'scan', 'fori_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',

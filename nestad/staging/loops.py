@@ -128,30 +128,73 @@ class _Backward:
         return self.last[1]
 
 
+# ---------------------------------------------------------------- rows of a stack
+
+def _index(axis, i):
+    return (slice(None),) * axis + (i,)
+
+
+def _row_plain(stack, i, axis=0):
+    return stack[_index(axis, i)]
+
+
+def _row_set_plain(buf, i, v, axis=0):
+    out = buf.copy()
+    out[_index(axis, i)] = v
+    return out
+
+
+def _no_index_derivative(*args, **kwargs):
+    raise InvalidInputError("a loop index carries a derivative; loop indices are integers")
+
+
+def _nb(t, x):
+    return np.ndim(primal_value(t)) - np.ndim(primal_value(x))
+
+
+def _zeros(shape, like):
+    return np.zeros(shape, np.result_type(primal_value(like)))
+
+
+# stack[i] along ``axis`` for a traced index i (nestad.numpy's indexing refuses traced
+# indices, whose result shapes could vary; a row of a stack has one shape), and the
+# functional update of that row: what scan reads its xs and writes its ys with, and the
+# backward loop its stored iterates.  Tangents carry their batch axes first.
+ROW = ArrayPrimitive('loop_row', _row_plain, jvps=(
+    lambda t, s, i, out, axis=0: row(t, i, axis + _nb(t, s)), _no_index_derivative), vjps=(
+    lambda g, s, i, out, axis=0: row_set(_zeros(np.shape(primal_value(s)), g), i, g, axis),
+    _no_index_derivative), namespace='nestad.loops')
+ROW_SET = ArrayPrimitive('loop_row_set', _row_set_plain, jvps=(
+    lambda t, b, i, v, out, axis=0: row_set(t, i, 0.0, axis + _nb(t, b)),
+    _no_index_derivative,
+    lambda t, b, i, v, out, axis=0: row_set(
+        _zeros(np.shape(primal_value(t))[:_nb(t, v)] + np.shape(primal_value(b)), t), i, t,
+        axis + _nb(t, v))), vjps=(
+    lambda g, b, i, v, out, axis=0: row_set(g, i, 0.0, axis),
+    _no_index_derivative,
+    lambda g, b, i, v, out, axis=0: _sum_to(row(g, i, axis), np.shape(primal_value(v)))),
+    namespace='nestad.loops')
+
+
+def _sum_to(x, shape):
+    from ..numpy import sum_to
+    return sum_to(x, shape)
+
+
+def row(stack, i, axis=0):
+    """``stack[i]`` (along ``axis``) for a loop index ``i``, traced or not."""
+    return apply(ROW, (stack, i), dict(axis=axis) if axis else {})
+
+
+def row_set(buf, i, v, axis=0):
+    """``buf`` with row ``i`` (along ``axis``) set to ``v``, as a new array."""
+    return apply(ROW_SET, (buf, i, v), dict(axis=axis) if axis else {})
+
+
+ROW.lifted, ROW_SET.lifted = row, row_set
+
+
 # ---------------------------------------------------------------- the stored iterates
-
-def _row_plain(stack, i):
-    return stack[i]
-
-
-def _row_no_rule(*args, **kwargs):
-    raise StagingError("internal error: a loop's stored iterates carry a perturbation "
-                       "(the adjoint rule keeps plain values only)")
-
-
-# stack[i] for a traced trip index i: the backward loop's read of a stored iterate (plain
-# values only; nestad.numpy's indexing refuses traced indices, whose result shapes could
-# vary, but a row of a stack has one shape).
-ROW = ArrayPrimitive('loop_row', _row_plain, jvps=(_row_no_rule, _row_no_rule),
-                     vjps=(_row_no_rule, _row_no_rule), emit='{0}[{1}]', namespace='nestad.loops')
-
-
-def row(stack, i):
-    return apply(ROW, (stack, i), {})
-
-
-ROW.lifted = row
-
 
 def stash(cond_f, body_f, leaves, vary):
     """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
