@@ -26,7 +26,8 @@ def fori_loop(lower, upper, body, init_val):
     for name, b in (("lower", lower), ("upper", upper)):
         v = primal_value(b)
         if isinstance(v, (bool, np.bool_)) or not (
-                isinstance(v, (int, np.integer)) or is_tracer(v) and v.dtype.kind in 'iu'):
+                isinstance(v, (int, np.integer)) or (is_tracer(v) or isinstance(v, np.ndarray))
+                and v.dtype.kind in 'iu' and v.shape == ()):
             raise InvalidInputError(
                 f"fori_loop: {name} must be an integer, not {type(v).__name__} {v!r:.30}; "
                 "pass the loop bounds as ints")

@@ -87,26 +87,15 @@ def _input_rule(g, out, pull, j):
 
 class _Backward:
     """The backward loop, run once per hub cotangent (the reverse phase asks each
-    input's partial in turn)."""
+    input's partial in turn).  Its body, one step back through the loop, is traced as a
+    program now, while the runs the loop's body makes (a forward run peeled before this
+    one, in reverse over forward) are alive; the reverse phase comes after they end."""
 
     def __init__(self, cond_f, body_f, primals, slots, shapes, offsets, trips, stacks):
-        self.body_f, self.primals, self.slots = body_f, primals, slots
-        self.shapes, self.offsets, self.trips, self.stacks = shapes, offsets, trips, stacks
-        self.last = None
-
-    def cotangents(self, g):
-        if self.last is not None and self.last[0] is g:
-            return self.last[1]
-        from .. import numpy as anp
         from ..operators import vjp
-        from .control import _in_dtype_of, _like, while_loop
-        primals, slots, stacks, body_f = self.primals, self.slots, self.stacks, self.body_f
-        g0 = []
-        for j, k in enumerate(slots):
-            a, b = int(self.offsets[j]), int(self.offsets[j + 1])
-            seg = anp.reshape(anp.getitem(g, slice(a, b)), self.shapes[j]) if self.shapes[j] \
-                else anp.getitem(g, a)
-            g0.append(_in_dtype_of(seg, primals[k]))
+        from .control import _float_dtype, _like, _sub_program
+        self.primals, self.slots, self.shapes, self.offsets = primals, slots, shapes, offsets
+        self.trips, self.last = trips, None
 
         def step(state):
             i = state[0] - 1
@@ -120,11 +109,30 @@ class _Backward:
                 out = body_f(a)
                 return [out[k] for k in slots]
             _, pullback = vjp(f, *[args[k] for k in slots])
-            new = pullback(list(gs))
-            return [i] + [_like(c, g_) for c, g_ in zip(new, gs)]
+            return [i] + [_like(c, g_) for c, g_ in zip(pullback(list(gs)), gs)]
+        examples = [trips.val if is_tracer(trips) else trips] + [
+            np.zeros(s, _float_dtype(primals[k])) if s else _float_dtype(primals[k]).type(0)
+            for k, s in zip(slots, shapes)]
+        self.step, self.captures = _sub_program(active(), step, examples,
+                                                "the adjoint of a while_loop's body")
 
-        final = while_loop(lambda s: s[0] > 0, step, [self.trips] + g0)
-        self.last = (g, final[1:])
+    def cotangents(self, g):
+        if self.last is not None and self.last[0] is g:
+            return self.last[1]
+        from .. import numpy as anp
+        from .control import _in_dtype_of, _loop
+        g0 = []
+        for j, k in enumerate(self.slots):
+            a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+            seg = anp.reshape(anp.getitem(g, slice(a, b)), self.shapes[j]) if self.shapes[j] \
+                else anp.getitem(g, a)
+            g0.append(_in_dtype_of(seg, self.primals[k]))
+        m, prog = 1 + len(g0), self.step
+
+        def body(ls):           # the captured values ride along, unchanged (see WhileLoop.lifted)
+            return list(prog.run_flat(list(ls), lifted=True)) + list(ls[m:])
+        final = _loop(lambda ls: ls[0] > 0, body, [self.trips] + g0 + list(self.captures))
+        self.last = (g, final[1:m])
         return self.last[1]
 
 
