@@ -54,7 +54,7 @@ def jax_loop(body, s):
     return jax.lax.fori_loop(0, STEPS, lambda i, s: body(s), s)
 
 
-@pytest.mark.parametrize('n', [1, 4, 10, 100, 1000])
+@pytest.mark.parametrize("n", [1, 4, 8, 10, 100, 1000])
 def test_staged_reverse_through_while_loop_equals_eager_and_jax(n):
     p = np.linspace(-1.0, 1.0, n) + 0.3
     f = decay(anp, nd_loop)
