@@ -15,7 +15,9 @@ does, and end in a plain loop once no perturbation is left:
   scalar it is differentiated with respect to (a batched tangent for arrays), which
   gives the Jacobian of the final state; each final leaf is a tape cell whose partials
   are its blocks.  This costs a forward pass per input direction, so it suits the small
-  states of solvers and simulations; it keeps no per-iteration tape.
+  states of solvers and simulations; it keeps no per-iteration tape.  With many input
+  scalars the adjoint rule runs instead (``loops``: the body's vjp backward over stored
+  iterates, a constant times the forward loop).
 
 The state is a structure of numbers and arrays whose shapes and dtypes the body
 keeps.  Everything differentiated must be in the state: the body and the condition
