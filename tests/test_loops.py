@@ -112,16 +112,19 @@ def test_adjoint_rule_on_scalars_ints_float32_and_mixed_shapes(adjoint_always):
     assert uses_adjoint(staged)
 
 
-def test_adjoint_rule_in_rf_second_derivatives(adjoint_always):
-    """Reverse over forward: the inner forward run is peeled first and the outer reverse
-    run meets the loop of (state, tangent), whose primals carry nothing else: the
-    adjoint rule.  Against JAX's Hessian-vector product."""
+def test_adjoint_rule_in_second_derivatives(adjoint_always):
+    """Reverse over reverse: the inner run takes the directions rule (the primals carry the
+    outer run), whose tangent loop meets the adjoint rule for the outer run.  Reverse over
+    forward keeps the directions rule (the body runs under the forward run's own tag,
+    older than the adjoint's vjp).  Against JAX's Hessian-vector product."""
     f, fj = decay(anp, nd_loop), decay(jnp, jax_loop)
     p, v = np.linspace(0.2, 1.0, 6), np.linspace(1.0, -1.0, 6)
-    hvp = nd.stage(nd.gradient_r(lambda p: nd.derivative(lambda t: f(p + t * v))(0.0)))
     want = jax.jvp(jax.grad(fj), (p,), (v,))[1]
-    np.testing.assert_allclose(hvp(p), want, rtol=1e-11)
-    assert uses_adjoint(hvp)
+    rr = nd.stage(nd.gradient_r(lambda p: anp.sum(nd.gradient_r(f)(p) * v)))
+    rf = nd.stage(nd.gradient_r(lambda p: nd.derivative(lambda t: f(p + t * v))(0.0)))
+    np.testing.assert_allclose(rr(p), want, rtol=1e-11)
+    np.testing.assert_allclose(rf(p), want, rtol=1e-11)
+    assert uses_adjoint(rr) and not uses_adjoint(rf)
 
 
 @pytest.mark.parametrize('modes', PAIRINGS)
@@ -307,9 +310,8 @@ def _py_fori(p, hi):
     return c
 
 
-def test_a_body_reading_the_differentiated_value_from_its_closure_unrolls_correctly():
-    """Not closure-converted (yet): the loop runs as Python's, one program per trip
-    count, with the right derivatives."""
+def test_a_body_reading_the_differentiated_value_from_its_closure_stays_one_loop():
+    """Closure conversion: w, read from the body's closure, becomes loop state."""
     def f(w, n):
         return nd.fori_loop(0, n, lambda i, c: anp.sin(c) * w + 0.1, w)
     g = nd.stage(nd.gradient_r(f))
@@ -317,4 +319,70 @@ def test_a_body_reading_the_differentiated_value_from_its_closure_unrolls_correc
         want = jax.grad(lambda w: jax.lax.fori_loop(0, n, lambda i, c: jnp.sin(c) * w + 0.1,
                                                      w))(0.7)
         assert abs(g(0.7, np.array(n)) - want) < 1e-13
-    assert len(g.programs()) == 2
+    assert all(len(p.eqns) <= 3 for p in g.programs())
+
+
+def rnn_closure(np_, scan):
+    """JAX's usual spelling: the weights read from the step's closure."""
+    def f(w, xs):
+        def step(h, x):
+            h = np_.tanh(h * w + x)
+            return h, np_.sum(h * w)
+        h, ys = scan(step, w * 0.5, xs)
+        return np_.sum(h) + np_.sum(ys ** 2)
+    return f
+
+
+@pytest.mark.parametrize('adjoint', [False, True])
+def test_scan_reading_weights_from_its_closure_in_every_mode(adjoint, monkeypatch):
+    if adjoint:
+        monkeypatch.setattr(loops, 'ADJOINT_MIN_DIRECTIONS', 1)
+    f, fj = rnn_closure(anp, nd.scan), rnn_closure(jnp, jax.lax.scan)
+    xs = np.random.RandomState(1).randn(60, 3) * 0.5
+    g = nd.stage(nd.gradient_r(lambda w: f(w, xs)))
+    np.testing.assert_allclose(g(W), jax.grad(fj)(W, xs), rtol=1e-12)
+    (prog,) = g.programs()
+    assert len(prog.eqns) < 40                       # one loop, not 60 steps unrolled
+    np.testing.assert_allclose(nd.stage(nd.hessian(lambda w: f(w, xs)))(W),
+                               jax.hessian(fj)(W, xs), rtol=1e-11)
+    for modes in PAIRINGS:
+        op = D[modes[0]](D[modes[1]](lambda t: f(W * t, xs)))
+        want = jax.grad(jax.grad(lambda t: fj(W * t, xs)))(0.9)
+        np.testing.assert_allclose(nd.stage(op)(0.9), want, rtol=1e-11)
+
+
+def test_closure_conversion_through_helpers_and_containers():
+    """The value sits in a dict inside a helper function's closure."""
+    def f(p):
+        params = {'scale': p[0], 'shift': [p[1]]}
+
+        def helper(c):
+            return anp.sin(c) * params['scale'] + params['shift'][0]
+        return nd.while_loop(lambda s: s[0] < 8, lambda s: (s[0] + 1, helper(s[1])),
+                             (0, 0.3))[1]
+
+    def fj(p):
+        return jax.lax.fori_loop(0, 8, lambda i, c: jnp.sin(c) * p[0] + p[1], 0.3)
+    g = nd.stage(nd.gradient_r(f))
+    p = np.array([0.8, 0.1])
+    np.testing.assert_allclose(g(p), jax.grad(fj)(p), rtol=1e-13)
+    np.testing.assert_allclose(g(p * 1.1), jax.grad(fj)(p * 1.1), rtol=1e-13)
+    assert g.trace_count == 1
+
+
+_GLOBAL = []
+
+
+def test_a_value_reached_only_through_a_global_still_unrolls_correctly():
+    def body(s):
+        return s[0] + 1, anp.sin(s[1]) * _GLOBAL[0]
+
+    def f(w):
+        _GLOBAL[:] = [w]
+        try:
+            return nd.while_loop(lambda s: s[0] < 4, body, (0, 0.5))[1]
+        finally:
+            _GLOBAL.clear()
+    g = nd.stage(nd.gradient_r(f))
+    want = jax.grad(lambda w: jax.lax.fori_loop(0, 4, lambda i, c: jnp.sin(c) * w, 0.5))(0.9)
+    assert abs(g(0.9) - want) < 1e-14

@@ -64,8 +64,13 @@ def while_loop(cond, body, state):
         return tree.build(_loop(cond_flat, body_flat, leaves))
     except _Unroll:
         # The body reads, from its closure, a value that an enclosing gradient_r
-        # differentiates: its tape cells cannot become loop state, so the loop runs as
-        # Python's (unrolled into the trace, the program fixed to this trip count).
+        # differentiates: found in its closure cells, the value becomes loop state
+        # (loops.closure_converted); else its tape cells cannot become loop state, so
+        # the loop runs as Python's (unrolled, the program fixed to this trip count).
+        from .loops import closure_converted
+        out = closure_converted(cond, body, state)
+        if out is not None:
+            return out
         while cond(state):
             state = body(state)
         return state
@@ -217,6 +222,9 @@ def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
                     perturbation.retire(tag)
         return out + new_dirs
 
+    # A body run under an older run's own tag (``tags``) cannot take the adjoint rule
+    # (loops.use_adjoint): its vjp's newer tag would sit inside that run's Bundles.
+    body_aug.reuses_tag = tags is not None or getattr(body_f, 'reuses_tag', False)
     flat = list(primals) + [ts[j] for ts in directions for j in active]
     res = _loop(cond_aug, body_aug, flat)
     touts = []

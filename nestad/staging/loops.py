@@ -33,6 +33,8 @@ is faster with directions.  So the adjoint is chosen from ``ADJOINT_MIN_DIRECTIO
 iterates are plain values).  Memory: one copy of the changing state per iteration
 (no checkpointing yet).
 """
+import types
+
 import numpy as np
 
 from ..arrays import VJP, ArrayPrimitive, apply, make_cell
@@ -50,6 +52,8 @@ def use_adjoint(primals, carried, slots, body_f):
     """Is the adjoint rule the cheaper one here (and applicable)?"""
     if any(isinstance(p, Perturbed) for p in primals):
         return False               # nested: the forward-direction rule peels the other runs
+    if getattr(body_f, 'reuses_tag', False):
+        return False               # the body runs under a forward run's tag (see _loop_jvp)
     d = sum(int(np.prod(np.shape(primal_value(primals[k])))) for k in slots if carried[k])
     if d < ADJOINT_MIN_DIRECTIONS:
         return False
@@ -338,3 +342,106 @@ def _compile(cond, body, n, nc, vary, nargs):
     eqn = Eqn(STASH, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc, vary=vary), outs, tree)
     prog = Program(ins, [eqn], list(outs), None, tree, None, [f"a{k}" for k in range(nargs)], None)
     return compile_python(prog, "stash")[0]
+
+
+# ---------------------------------------------------------------- closure conversion
+
+def closure_converted(cond, body, state):
+    """``while_loop(cond, body, state)`` with the perturbed values that ``cond`` and
+    ``body`` read from their closures (found through closure cells, the functions those
+    hold, and lists, tuples and dicts in them) made extra, unchanged, loop state: copies
+    of the functions read them from the state instead.  Their runs, reverse ones
+    included, are then peeled like the state's own, and the loop stays one loop.  None if
+    none is found that way (a global, an attribute) or the loop still cannot stay one."""
+    from .control import _Unroll, _is_state_leaf, _loop
+    found = {}
+    for f in (cond, body):
+        _find(f, found, set())
+    extra = list(found.values())
+    if not extra or not all(_is_state_leaf(x) for x in extra):
+        return None
+    leaves, tree = flatten((state, extra))
+    state_sig = flatten(state)[1].signature()
+
+    def converted(f, ex):
+        return _rebuild(f, {id(o): n for o, n in zip(extra, ex)}, {})
+
+    def cond_flat(ls):
+        st, ex = tree.build(ls)
+        return converted(cond, ex)(st)
+
+    def body_flat(ls):
+        st, ex = tree.build(ls)
+        out = converted(body, ex)(st)
+        out_leaves, out_tree = flatten(out)
+        if out_tree.signature() != state_sig:
+            raise StagingError("while_loop: the body must return a state of the same "
+                               "structure as it was given")
+        return out_leaves + list(ls[len(ls) - len(extra):])
+    try:
+        return tree.build(_loop(cond_flat, body_flat, leaves))[0]
+    except _Unroll:
+        return None
+
+
+def _find(v, found, seen):
+    if isinstance(v, Perturbed):
+        found.setdefault(id(v), v)
+    elif id(v) in seen:
+        return
+    elif isinstance(v, types.FunctionType):
+        seen.add(id(v))
+        for cell in v.__closure__ or ():
+            try:
+                _find(cell.cell_contents, found, seen)
+            except ValueError:           # an empty cell (a name not yet assigned)
+                pass
+    elif isinstance(v, (list, tuple)):
+        seen.add(id(v))
+        for x in v:
+            _find(x, found, seen)
+    elif isinstance(v, dict):
+        seen.add(id(v))
+        for x in v.values():
+            _find(x, found, seen)
+
+
+def _rebuild(v, subst, memo):
+    """``v`` with the values of ``subst`` (by identity) replaced; functions copied with new
+    closure cells where anything under them changed, everything else shared."""
+    if isinstance(v, Perturbed):
+        return subst.get(id(v), v)
+    if id(v) in memo:
+        return memo[id(v)]
+    if isinstance(v, types.FunctionType) and v.__closure__:
+        memo[id(v)] = v                  # (a recursive function reaching itself: unchanged)
+        cells = []
+        for cell in v.__closure__:
+            try:
+                cells.append(types.CellType(_rebuild(cell.cell_contents, subst, memo)))
+            except ValueError:
+                cells.append(cell)
+        if all(c is o or c.cell_contents is o.cell_contents for c, o in zip(cells, v.__closure__)):
+            return v
+        g = types.FunctionType(v.__code__, v.__globals__, v.__name__, v.__defaults__,
+                               tuple(cells))
+        g.__kwdefaults__ = v.__kwdefaults__
+        memo[id(v)] = g
+        return g
+    if isinstance(v, (list, tuple)):
+        memo[id(v)] = v
+        new = [_rebuild(x, subst, memo) for x in v]
+        if all(a is b for a, b in zip(new, v)):
+            return v
+        out = new if isinstance(v, list) else (type(v)(*new) if hasattr(v, '_fields')
+                                               else tuple(new))
+        memo[id(v)] = out
+        return out
+    if isinstance(v, dict):
+        memo[id(v)] = v
+        new = {k: _rebuild(x, subst, memo) for k, x in v.items()}
+        if all(new[k] is v[k] for k in v):
+            return v
+        memo[id(v)] = new
+        return new
+    return v
