@@ -389,7 +389,7 @@ def _find(v, found, seen):
         found.setdefault(id(v), v)
     elif id(v) in seen:
         return
-    elif isinstance(v, types.FunctionType):
+    elif isinstance(v, types.FunctionType) and _user_code(v):
         seen.add(id(v))
         for cell in v.__closure__ or ():
             try:
@@ -406,6 +406,14 @@ def _find(v, found, seen):
             _find(x, found, seen)
 
 
+def _user_code(f):
+    """Is ``f`` the user's (or one of scan's and fori_loop's wrappers of the user's)?
+    nestad's own closures hold tape cells as the machinery's data (a pullback's tape),
+    not as values the loop computes with: those are not converted (the loop unrolls)."""
+    module = getattr(f, '__module__', None) or ''
+    return module == 'nestad.scan' or not (module == 'nestad' or module.startswith('nestad.'))
+
+
 def _rebuild(v, subst, memo):
     """``v`` with the values of ``subst`` (by identity) replaced; functions copied with new
     closure cells where anything under them changed, everything else shared."""
@@ -413,7 +421,7 @@ def _rebuild(v, subst, memo):
         return subst.get(id(v), v)
     if id(v) in memo:
         return memo[id(v)]
-    if isinstance(v, types.FunctionType) and v.__closure__:
+    if isinstance(v, types.FunctionType) and v.__closure__ and _user_code(v):
         memo[id(v)] = v                  # (a recursive function reaching itself: unchanged)
         cells = []
         for cell in v.__closure__:
