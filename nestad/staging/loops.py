@@ -30,8 +30,12 @@ n-vector 3.4x (directions) against 3.5x (adjoint) at n = 1, 4.1x against 3.2x at
 n = 10, 120x against 3x at n = 100; GradBench particle with five scalar slots (d = 5)
 is faster with directions.  So the adjoint is chosen from ``ADJOINT_MIN_DIRECTIONS``
 = 8 input scalars on, and only where the primals carry no other run (its stored
-iterates are plain values).  Memory: one copy of the changing state per iteration
-(no checkpointing yet).
+iterates are plain values) and the body does not run under a forward run's own tag
+(reverse over forward: the vjp's newer tag would sit inside that older run's values).
+Memory: one copy of the changing state per iteration (no checkpointing yet).
+
+``closure_converted`` (at the end) lets a body read perturbed values from its closure
+without unrolling: ``while_loop`` calls it where it would otherwise unroll.
 """
 import types
 
@@ -73,7 +77,7 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     sizes = [int(np.prod(s)) for s in shapes]
     offsets = np.cumsum([0] + sizes)
     hub_value = np.zeros(int(offsets[-1]))
-    pull = _Backward(cond_f, body_f, primals, slots, shapes, offsets, trips, stacks)
+    pull = _Backward(body_f, primals, slots, shapes, offsets, trips, stacks)
     hub = make_cell(top, hub_value, tuple(
         (leaves[k], VJP(_input_rule, (), hub_value, dict(pull=pull, j=slots.index(k))))
         for k in inputs))
@@ -101,7 +105,7 @@ class _Backward:
     program now, while the runs the loop's body makes (a forward run peeled before this
     one, in reverse over forward) are alive; the reverse phase comes after they end."""
 
-    def __init__(self, cond_f, body_f, primals, slots, shapes, offsets, trips, stacks):
+    def __init__(self, body_f, primals, slots, shapes, offsets, trips, stacks):
         from ..operators import vjp
         from .control import _float_dtype, _like, _sub_program
         self.primals, self.slots, self.shapes, self.offsets = primals, slots, shapes, offsets
@@ -240,9 +244,10 @@ def stash(cond_f, body_f, leaves, vary):
                   vary=tuple(vary))
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     res = STASH.plain(*[a.val if is_tracer(a) else a for a in args], **params)
-    res[len(leaves) + 1:] = [np.array(r, dtype=np.result_type(leaves[k] if not is_tracer(leaves[k])
-                                                              else leaves[k].val))
-                             if isinstance(r, list) else r for k, r in zip(vary, res[len(leaves) + 1:])]
+    # (scalar slots' iterates come as lists: the trace sees arrays, see _stacked)
+    n = len(leaves)
+    res[n + 1:] = [np.array(r, dtype=np.result_type(vals[k])) if isinstance(r, list) else r
+                   for k, r in zip(vary, res[n + 1:])]
     return outer.record(STASH, args, params, None, tree=(res, flatten(list(res))[1]), cse=False)
 
 
