@@ -1169,3 +1169,46 @@ def test_leaked_perturbation_through_a_control_operator(through, read):
     leaked = _leak('gradient_r', 0)
     with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
         LEAK_READS[read](lambda z: through(leaked))
+
+
+# ---------------------------------------------------------------- loops (scan, fori_loop)
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, {'a': np.zeros(3), 'b': np.zeros(4)}),
+     r"scan: the leaves of xs have different leading lengths \[3, 4\]; give them all the same"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, np.zeros(3), length=5),
+     r"scan: length=5 but xs has 3 rows; drop length or make them agree"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, None),
+     r"scan: xs is None .*so give length=, the number of steps"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, 1.5),
+     r"scan: every leaf of xs needs a leading axis to scan over; a scalar has none"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, np.zeros((0, 2))),
+     r"scan: zero steps .*the shape of ys is unknown; give at least one step"),
+    (lambda: nd.scan(lambda c, x: c + x, 0.0, np.zeros(3)),
+     r"scan: f must return a pair \(carry, y\), not float64; return \(new_carry, None\)"),
+    (lambda: nd.stage(lambda a: nd.scan(lambda c, x: c * x, a, np.ones(3)))(1.0),
+     r"scan: f must return a pair \(carry, y\).*return \(new_carry, None\)"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, None, length=2.0),
+     r"scan: length must be a non-negative int, not 2.0"),
+    (lambda: nd.fori_loop(0, 3.0, lambda i, c: c, 1.0),
+     r"fori_loop: upper must be an integer, not float 3.0; pass the loop bounds as ints"),
+    (lambda: nd.fori_loop(True, 3, lambda i, c: c, 1.0),
+     r"fori_loop: lower must be an integer, not bool True"),
+])
+def test_loops_refuse_bad_arguments(call, match):
+    with pytest.raises(nd.InvalidInputError, match=match):
+        call()
+
+
+def test_scan_refuses_ys_that_change_structure():
+    def step(c, x):
+        return c + x, (x if x > 1 else [x, x])
+    with pytest.raises(nd.InvalidInputError,
+                       match="scan: f returned ys of different structures in two steps"):
+        nd.scan(step, 0.0, np.arange(3.0))
+
+
+def test_staged_scan_body_must_keep_the_carry_dtype():
+    with pytest.raises(nd.StagingError, match=r"keeps its shapes and dtypes \(start a float as "
+                                              r"0.0, not 0\)"):
+        nd.stage(lambda xs: nd.scan(lambda c, x: (c + x, x), 0, xs))(np.ones(3))

@@ -15,6 +15,7 @@ import nestad.scipy  # noqa: F401  (its primitives are nestad's own: their rows 
 from nestad.scipy import linalg as sla, signal
 from nestad import registry
 from nestad.extend import check_rules
+from nestad.staging import loops
 from test_scipy import COMPOSITES as _SCIPY_COMPOSITES, SCIPY_ROWS  # noqa: F401
 
 R = np.random.default_rng(7)
@@ -128,6 +129,12 @@ ARRAY_ROWS.update({
 })
 if hasattr(np, 'vecdot'):
     ARRAY_ROWS['numpy.vecdot'] = (anp.vecdot, (_mat(), _vec()))
+# a loop's reads and writes of one row of a stack (scan's xs and ys, stored iterates)
+ARRAY_ROWS.update({
+    'nestad.loops.loop_row': (lambda s: loops.row(s, 1), (_mat(),)),
+    'nestad.loops.loop_row_at': (lambda s: loops.row(s, 2, axis=1), (_mat(),)),
+    'nestad.loops.loop_row_set': (lambda b, v: loops.row_set(b, 1, v), (_mat(), _vec())),
+})
 
 # Piecewise-constant operations: their derivative is zero (checked), their values
 # numpy's / Python's (tested with the functions that use them).
