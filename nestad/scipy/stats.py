@@ -6,6 +6,7 @@ so higher derivatives work too.  Where a derivative would need a function scipy 
 (a distribution function's derivative in a shape parameter, such as ``gamma.cdf`` in
 ``a``), asking for it raises instead of giving a silent zero.
 """
+import functools
 import math
 import types
 
@@ -15,6 +16,7 @@ import scipy.stats as _st
 from .. import numpy as anp
 from ..extend import primitive
 from ..primitives import recip
+from ..tracer import is_tracer
 from ..values import primal_value
 from .special import _at_edge, _no_derivative, _own, _ratio, digamma, erfcx, gammaln, polygamma
 from .special import beta as beta_fn
@@ -23,8 +25,24 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
 
 
+def _nan_if_invalid(partial):
+    """The partial, but nan where scipy's value ``out`` is nan: a parameter outside its domain
+    (scale <= 0, a shape parameter <= 0, ...).  The formula would give a number there
+    (norm.logpdf's derivative in scale at scale = -1 was 0.96); the partial times a constant
+    nan is nan at every order, in every mode."""
+    @functools.wraps(partial)
+    def checked(*args):
+        d = partial(*args)
+        bad = anp.isnan(primal_value(args[-1]))
+        if not is_tracer(bad) and not np.any(bad):
+            return d
+        return d * anp.where(bad, np.nan, 1.0)
+    return checked
+
+
 def _define(name, plain, *partials):
-    return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(*partials))
+    return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(
+        *[_nan_if_invalid(p) for p in partials]))
 
 
 def _namespace(**functions):
@@ -33,24 +51,28 @@ def _namespace(**functions):
 
 # ---------------------------------------------------------------- normal
 
+def _over(n, d):
+    return anp.divide(n, d)     # (IEEE: a scale or df of 0 gives inf or nan, not ZeroDivisionError)
+
+
 def _sq(v):
     return v * v            # (not v ** 2: Python's float power raises OverflowError)
 
 
 def _z(x, loc, scale):
-    return (x - loc) / scale
+    return _over(x - loc, scale)
 
 
 _norm_logpdf = _define(
     'norm.logpdf', lambda x, loc, scale: _st.norm.logpdf(x, loc, scale),
-    lambda x, loc, scale, out: -_z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: (_sq(_z(x, loc, scale)) - 1.0) / scale)
+    lambda x, loc, scale, out: _over(-_z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(_z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(_sq(_z(x, loc, scale)) - 1.0, scale))
 _norm_pdf = _define(
     'norm.pdf', lambda x, loc, scale: _st.norm.pdf(x, loc, scale),
-    lambda x, loc, scale, out: -out * _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: out * _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: out * (_sq(_z(x, loc, scale)) - 1.0) / scale)
+    lambda x, loc, scale, out: _over(-out * _z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(out * _z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(out * (_sq(_z(x, loc, scale)) - 1.0), scale))
 _norm_cdf = _define(
     'norm.cdf', lambda x, loc, scale: _st.norm.cdf(x, loc, scale),
     lambda x, loc, scale, out: _norm_pdf(x, loc, scale),
@@ -66,9 +88,9 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _SQRT_HALF = math.sqrt(0.5)
 _norm_logcdf = _define(
     'norm.logcdf', lambda x, loc, scale: _st.norm.logcdf(x, loc, scale),
-    lambda x, loc, scale, out: _mills(_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: -_mills(_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: -_mills(_z(x, loc, scale)) * _z(x, loc, scale) / scale)
+    lambda x, loc, scale, out: _over(_mills(_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(-_mills(_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(-_mills(_z(x, loc, scale)) * _z(x, loc, scale), scale))
 _norm_sf = _define(
     'norm.sf', lambda x, loc, scale: _st.norm.sf(x, loc, scale),
     lambda x, loc, scale, out: -_norm_pdf(x, loc, scale),
@@ -76,9 +98,9 @@ _norm_sf = _define(
     lambda x, loc, scale, out: _norm_pdf(x, loc, scale) * _z(x, loc, scale))
 _norm_logsf = _define(
     'norm.logsf', lambda x, loc, scale: _st.norm.logsf(x, loc, scale),
-    lambda x, loc, scale, out: -_mills(-_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) * _z(x, loc, scale) / scale)
+    lambda x, loc, scale, out: _over(-_mills(-_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(_mills(-_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(_mills(-_z(x, loc, scale)) * _z(x, loc, scale), scale))
 
 norm = _namespace(
     logpdf=lambda x, loc=0.0, scale=1.0: _norm_logpdf(x, loc, scale),
@@ -93,18 +115,18 @@ norm = _namespace(
 
 def _t_u(x, df, loc, scale):
     z = _z(x, loc, scale)
-    return z, 1.0 + z * z / df
+    return z, 1.0 + _over(z * z, df)
 
 
 _t_logpdf = _define(
     't.logpdf', lambda x, df, loc, scale: _st.t.logpdf(x, df, loc, scale),
-    lambda x, df, loc, scale, out: -(df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - 0.5 / df
+    lambda x, df, loc, scale, out: _over(-(df + 1.0) * _z(x, loc, scale), df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - _over(0.5, df)
     - 0.5 * anp.log(_t_u(x, df, loc, scale)[1])
     + (df + 1.0) * _sq(_z(x, loc, scale)) * recip(2.0 * df * df * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: (df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: ((df + 1.0) * _sq(_z(x, loc, scale))
-                                    / (df * _t_u(x, df, loc, scale)[1]) - 1.0) / scale)
+    lambda x, df, loc, scale, out: _over((df + 1.0) * _z(x, loc, scale), df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: _over(_over((df + 1.0) * _sq(_z(x, loc, scale)),
+                                               df * _t_u(x, df, loc, scale)[1]) - 1.0, scale))
 _t_cdf = _define(
     't.cdf', lambda x, df, loc, scale: _st.t.cdf(x, df, loc, scale),
     lambda x, df, loc, scale, out: anp.exp(_t_logpdf(x, df, loc, scale)),
@@ -123,10 +145,10 @@ t = _namespace(
 
 _gamma_logpdf = _define(
     'gamma.logpdf', lambda x, a, loc, scale: _st.gamma.logpdf(x, a, loc, scale),
-    lambda x, a, loc, scale, out: (_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
+    lambda x, a, loc, scale, out: _over(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0, scale),
     lambda x, a, loc, scale, out: anp.log(_z(x, loc, scale)) - digamma(a),
-    lambda x, a, loc, scale, out: -(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
-    lambda x, a, loc, scale, out: (_z(x, loc, scale) - a) / scale)
+    lambda x, a, loc, scale, out: _over(-(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0), scale),
+    lambda x, a, loc, scale, out: _over(_z(x, loc, scale) - a, scale))
 def _gamma_pdf(x, a, loc, scale):
     # exp(logpdf), but at the support's end (z = 0) z^(a-1) e^-z / (Gamma(a) scale), whose
     # derivatives are exact there (the logarithm's are 0 * inf)
@@ -201,7 +223,23 @@ chi2 = _namespace(logpdf=_chi2_logpdf, pdf=lambda x, df: anp.exp(_chi2_logpdf(x,
 # Written with differentiable array functions (solve, slogdet, gammaln), so every rule
 # comes from theirs; values agree with scipy's to rounding.
 
+def _check_cov(cov):
+    """scipy's refusal of a covariance that is not positive definite (the formula, with
+    slogdet's logarithm of |det|, gives a number for any invertible one).  Staged code cannot
+    check a traced matrix."""
+    c = primal_value(cov)
+    if is_tracer(c):
+        return
+    c = np.asarray(c)
+    try:        # (of the symmetric part: a derivative moves one entry off the symmetry)
+        np.linalg.cholesky(0.5 * (c + np.swapaxes(c, -1, -2)))
+    except np.linalg.LinAlgError:
+        raise ValueError("nestad.scipy.stats.multivariate_normal: the covariance matrix must be "
+                         "symmetric positive definite (as scipy's); pass a valid cov") from None
+
+
 def _mvn_logpdf(x, mean, cov):
+    _check_cov(cov)
     d = np.shape(primal_value(cov))[-1]
     r = x - mean
     quad = anp.sum(r * anp.linalg.solve(cov, r[..., None])[..., 0] if anp.ndim(r) > 1
@@ -216,7 +254,22 @@ multivariate_normal = _namespace(
     pdf=lambda x, mean=None, cov=1.0: anp.exp(multivariate_normal.logpdf(x, mean, cov)))
 
 
+def _check_dirichlet(x, alpha):
+    """scipy's refusals of alpha <= 0 and of entries of x outside [0, 1], where the formula
+    would give a number (or -inf).  Unlike scipy, a point whose entries do not sum to 1 is
+    taken: the density extended by its formula, so that derivatives in x (which leave the
+    simplex) exist.  Staged code cannot check traced values."""
+    a, v = primal_value(alpha), primal_value(x)
+    if not is_tracer(a) and np.any(np.asarray(a) <= 0):
+        raise ValueError("nestad.scipy.stats.dirichlet: all parameters alpha must be greater "
+                         "than 0 (as scipy's)")
+    if not is_tracer(v) and (np.any(np.asarray(v) < 0) or np.any(np.asarray(v) > 1)):
+        raise ValueError("nestad.scipy.stats.dirichlet: the entries of x must lie in [0, 1] "
+                         "(a point of the simplex, as scipy's)")
+
+
 def _dirichlet_logpdf(x, alpha):
+    _check_dirichlet(x, alpha)
     return (anp.sum((alpha - 1.0) * anp.log(x), axis=0) + gammaln(anp.sum(alpha))
             - anp.sum(gammaln(alpha)))
 
