@@ -121,18 +121,26 @@ betaln = _define('betaln', lambda a, b: _sp.betaln(a, b),
 
 
 def _gammainc_dx(a, x, out):
-    # x^(a-1) e^-x / Gamma(a), by logarithms (no overflow for large a and x) except at
-    # x = 0, where by the power: the logarithms' derivatives would be 0 * inf there
-    # (for a = 1 the derivative at 0 is 1; for a = 2 the second derivative is 1)
-    edge = primal_value(x) == 0
+    # x^(a-1) e^-x / Gamma(a), by logarithms (no overflow for large a and x) except below
+    # x = 1, where by the power: at x = 0 the logarithms' derivatives would be 0 * inf (for
+    # a = 1 the derivative at 0 is 1; for a = 2 the second derivative is 1), and at tiny x
+    # their exp underflows to 0 where the higher derivatives are normal numbers (a = 2.5,
+    # x = 1e-300: the second derivative was 0 for 1e-150, the third nan for 6e149)
+    edge = primal_value(x) < 1.0
     return _at_edge(edge, lambda x: anp.power(x, a - 1.0) * anp.exp(-x - gammaln(a)),
                     lambda x: anp.exp(-x + (a - 1.0) * anp.log(x) - gammaln(a)), 1.0)(x)
 
 
+def _powers_safe(a, b):
+    """Where x^(a-1) (1-x)^(b-1) / B(a, b) may be computed by powers (as the incomplete gamma
+    function's below 1): B(a, b) does not underflow.  Otherwise by logarithms."""
+    return betaln(primal_value(a), primal_value(b)) > -700.0
+
+
 def _betainc_dx(a, b, x, out):
-    # x^(a-1) (1-x)^(b-1) / B(a, b), by logarithms inside (0, 1), by powers at 0 and 1
-    xv = primal_value(x)
-    edge = np.logical_or(xv == 0, xv == 1)
+    # x^(a-1) (1-x)^(b-1) / B(a, b), by powers (exact derivatives at 0 and 1 and near them),
+    # by logarithms for parameters so large that B(a, b) underflows
+    edge = _powers_safe(a, b)
     return _at_edge(edge,
                     lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta(a, b),
                     lambda x: anp.exp((a - 1.0) * anp.log(x) + (b - 1.0) * anp.log1p(-x)

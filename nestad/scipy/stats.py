@@ -18,7 +18,8 @@ from ..extend import primitive
 from ..primitives import recip
 from ..tracer import is_tracer
 from ..values import primal_value
-from .special import _at_edge, _no_derivative, _own, _ratio, digamma, erfcx, gammaln, polygamma
+from .special import (_at_edge, _no_derivative, _own, _powers_safe, _ratio, digamma, erfcx, gammaln,
+                      polygamma)
 from .special import beta as beta_fn
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -150,9 +151,10 @@ _gamma_logpdf = _define(
     lambda x, a, loc, scale, out: _over(-(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0), scale),
     lambda x, a, loc, scale, out: _over(_z(x, loc, scale) - a, scale))
 def _gamma_pdf(x, a, loc, scale):
-    # exp(logpdf), but at the support's end (z = 0) z^(a-1) e^-z / (Gamma(a) scale), whose
-    # derivatives are exact there (the logarithm's are 0 * inf)
-    edge = primal_value(_z(x, loc, scale)) == 0
+    # exp(logpdf), but below z = 1 z^(a-1) e^-z / (Gamma(a) scale), whose derivatives are
+    # exact at the support's end (the logarithm's are 0 * inf) and do not underflow near it
+    # (as special.gammainc's)
+    edge = primal_value(_z(x, loc, scale)) < 1.0
     return _at_edge(edge, lambda x: anp.power(_z(x, loc, scale), a - 1.0)
                     * anp.exp(-_z(x, loc, scale) - gammaln(a)) / scale,
                     lambda x: anp.exp(_gamma_logpdf(x, a, loc, scale)), loc + scale)(x)
@@ -179,9 +181,9 @@ _beta_logpdf = _define(
     lambda x, a, b, out: anp.log(x) - digamma(a) + digamma(a + b),
     lambda x, a, b, out: anp.log1p(-x) - digamma(b) + digamma(a + b))
 def _beta_pdf(x, a, b):
-    # exp(logpdf), but by powers at 0 and 1, where the logarithm's derivatives are 0 * inf
-    xv = primal_value(x)
-    return _at_edge(np.logical_or(xv == 0, xv == 1),
+    # by powers, as special.betainc's derivative (the logarithm's derivatives are 0 * inf at
+    # 0 and 1, and underflow near them)
+    return _at_edge(_powers_safe(a, b),
                     lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta_fn(a, b),
                     lambda x: anp.exp(_beta_logpdf(x, a, b)), 0.5)(x)
 
