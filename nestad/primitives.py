@@ -154,6 +154,8 @@ cbrt, CBRT = unary('cbrt', math.cbrt, np.cbrt, lambda x, out: recip(3.0 * (out *
 sin, SIN = unary('sin', math.sin, np.sin, lambda x, out: cos(x))
 cos, COS = unary('cos', math.cos, np.cos, lambda x, out: -sin(x))
 tan, TAN = unary('tan', math.tan, np.tan, lambda x, out: 1.0 + out * out)
+
+
 def _one_minus_square(x):
     # 1 - x^2 as (1 - x)(1 + x) near |x| = 1, where 1 - x*x loses digits, but as 1 - x*x
     # near 0, where the product's derivative (1 - x) - (1 + x) cancels (0 for x = 1e-300)

@@ -457,6 +457,8 @@ maximum = _elementwise2('maximum', _np.maximum, _scalar.maximum,
                         lambda x, y, out: _tie(x, y), lambda x, y, out: _tie(y, x))
 minimum = _elementwise2('minimum', _np.minimum, _scalar.minimum,
                         lambda x, y, out: _tie(y, x), lambda x, y, out: _tie(x, y))
+
+
 def _logistic(z):
     """1 / (1 + exp(-z)), each side by the formula whose exponential cannot overflow (the
     other side's argument is replaced by 0, so its infinities reach no derivative)."""
