@@ -210,9 +210,9 @@ KNOWN = {
     # is off by eps/r absolutely, which is all of it where |x| >> |y|
     'hypot(x, c)': 'WRONG', 'hypot(c, x)': 'WRONG',
     'numpy.hypot(x, c)': 'WRONG', 'numpy.hypot(c, x)': 'WRONG',
-    # i0e' = i1e - sign(x) i0e cancels for large |x| (relative error |x| eps, and more in the
-    # higher derivatives): an asymptotic series there would fix it
-    'scipy.i0e': 'WRONG', 'scipy.i1e': 'WRONG', 'scipy.ive(1.5, x)': 'WRONG',
+    # ive' = (ive(v-1) + ive(v+1)) / 2 - sign(x) ive cancels for large |x| (relative error |x|
+    # eps, more in the higher derivatives): i0e and i1e have an asymptotic series there
+    'scipy.ive(1.5, x)': 'WRONG',
     # scipy's own values: iv(v, x) is 0 for x = 1e-300 and v > 0 (iv(0.5, 1e-300) is 8e-151),
     # so the rule (iv(v - 1) + iv(v + 1)) / 2 is too
     'scipy.iv(1.5, x)': 'WRONG',
