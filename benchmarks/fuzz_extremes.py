@@ -206,10 +206,6 @@ def classify(got, ref, tol):
 
 # Found and not fixed (notes/hardening.md): reported as 'known', not counted as failures.
 KNOWN = {
-    # rounding of 1/r - x^2/r^3 (the quotient rule of x / hypot(x, y)): the second derivative
-    # is off by eps/r absolutely, which is all of it where |x| >> |y|
-    'hypot(x, c)': 'WRONG', 'hypot(c, x)': 'WRONG',
-    'numpy.hypot(x, c)': 'WRONG', 'numpy.hypot(c, x)': 'WRONG',
     # ive' = (ive(v-1) + ive(v+1)) / 2 - sign(x) ive cancels for large |x| (relative error |x|
     # eps, more in the higher derivatives): i0e and i1e have an asymptotic series there
     'scipy.ive(1.5, x)': 'WRONG',
