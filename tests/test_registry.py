@@ -45,7 +45,7 @@ SCALAR_ROWS = {
     'log10': 1.3, 'sqrt': 1.3, 'cbrt': 1.3, 'sin': 0.3, 'cos': 0.3, 'tan': 0.3, 'asin': 0.3,
     'acos': 0.3, 'atan': 0.3, 'sinh': 0.3, 'cosh': 0.3, 'tanh': 0.3, 'asinh': 0.3,
     'acosh': 1.3, 'atanh': 0.3, 'erf': 0.3, 'erfc': 0.3, 'abs': -0.7, 'recip': 1.3,
-    'neg': 0.3,
+    'neg': 0.3, 'sech2': 0.3,
 }
 SCALAR_BINARY_ROWS = {
     'pow': (1.3, 0.7), 'atan2': (0.3, -0.8), 'hypot': (0.3, -0.8), 'minimum': (0.3, -0.8),
@@ -54,12 +54,13 @@ SCALAR_BINARY_ROWS = {
 }
 _SCALAR_FNS = {'recip': lambda x: 1.0 / x, 'neg': lambda x: -x, 'add': lambda x, y: x + y,
                'sub': lambda x, y: x - y, 'mul': lambda x, y: x * y, 'div': lambda x, y: x / y,
-               'mod': lambda x, y: x % y}
+               'mod': lambda x, y: x % y, 'sech2': nd.primitives.sech2}
 
 # Array primitives: (function, arguments).
 ARRAY_ROWS = {
     'numpy.absolute': (anp.absolute, (np.array([-0.7, 0.4, 1.2]),)),
     'numpy.reciprocal': (anp.reciprocal, (_vec(0.5, 2.0),)),
+    'numpy.sech2': (anp._sech2, (np.array([-30.0, 0.3, 800.0]),)),
     'numpy.negative': (anp.negative, (_vec(),)),
     'numpy.add': (anp.add, (_mat(), _vec())),
     'numpy.subtract': (anp.subtract, (_vec(), _mat())),
