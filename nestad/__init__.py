@@ -15,7 +15,8 @@ from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
-from .staging import GuardFailure, Program, jit, stage, trace, while_loop  # noqa: E402
+from .staging import (GuardFailure, Program, StagingWarning, jit, stage, trace,  # noqa: E402
+                      while_loop)
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
@@ -34,6 +35,7 @@ __all__ = [
     'jacrev', 'hessian', 'hvp',
     'where', 'isnan', 'isfinite', 'isinf',
     'trace', 'stage', 'jit', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'StagingWarning',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'register_structure', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',
     'NestadError', 'InvalidInputError', 'NonScalarOutputError', 'PerturbedConversionError',

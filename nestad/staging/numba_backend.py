@@ -45,10 +45,13 @@ def compile_numba(fn, source, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     glb = fn.__globals__
+    python = {name: value for name, value in glb.items()
+              if name.startswith('_p_') and callable(value)}
     try:
-        for name, value in list(glb.items()):
-            if name.startswith('_p_') and callable(value):
-                glb[name] = numba.njit(cache=False)(value)
+        for name, value in python.items():
+            # (``value.numba``: a version that raises where numba's arithmetic would not
+            # give Python's answer, so that the call reruns as Python)
+            glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
         jitted = numba.njit(cache=False)(fn)
         jitted(*program.example)        # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
@@ -59,8 +62,6 @@ def compile_numba(fn, source, program):
         first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
         warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
                       "Python code instead", NumbaFallbackWarning, stacklevel=4)
-        for name, value in list(glb.items()):
-            if name.startswith('_p_') and hasattr(value, 'py_func'):
-                glb[name] = value.py_func
+        glb.update(python)
         return fn
     return jitted
