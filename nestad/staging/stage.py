@@ -92,30 +92,36 @@ class Compiled:
         except GuardFailure:
             raise
         except (ArithmeticError, ValueError):
-            # math raised where IEEE 754 has an answer (log(0), sqrt(-1)...): run the
-            # program spelled with nestad's IEEE implementations (which raise only where
-            # eager code raises too).
-            if self.safe is None:
-                self.safe = compile_python(self.program, "staged_ieee", safe=True)[0]
-            out = self.safe(*dyn)
+            out = self.ieee(dyn)
         return out if self.single else self.program.out_tree.build(out)
+
+    def ieee(self, dyn):
+        """The call again, after ``math`` raised where IEEE 754 has an answer (log(0),
+        sqrt(-1)...): the program spelled with nestad's IEEE implementations (which raise
+        only where eager code raises too)."""
+        if self.safe is None:
+            self.safe = compile_python(self.program, "staged_ieee", safe=True)[0]
+        return self.safe(*dyn)
 
     def call_drawing(self, dyn):
         """A call of a program with draws: the generators among ``dyn`` draw its inputs
-        anew (and are put back as they were if a guard fails, so that the program
-        traced next draws the numbers eager code would)."""
+        anew (and are put back as they were if a guard fails, so that the program tried
+        or traced next draws the numbers eager code would)."""
         generators = [x for x in dyn if is_generator(x)]
         saved = states(generators) if self.guarded else None
         numbers = [x for x in dyn if not is_generator(x)] + draw(generators, self.draws)
-        self.draws, draws = None, self.draws
         try:
-            return self(numbers)
+            try:
+                out = self.fn(*numbers)
+            except GuardFailure:
+                raise
+            except (ArithmeticError, ValueError):
+                out = self.ieee(numbers)
         except GuardFailure:
             if saved is not None:
                 restore(generators, saved)
             raise
-        finally:
-            self.draws = draws
+        return out if self.single else self.program.out_tree.build(out)
 
 
 class Staged:
