@@ -680,6 +680,18 @@ def _tracer_rpow(x, y):
     return apply_traced(PYTHON_POW, (y, x), {})
 
 
+def _tracer_mul(x, y):
+    if isinstance(y, (list, tuple, str)):
+        return NotImplemented       # a repetition: Python asks the count's __index__
+    return lift2(MUL, x, y)
+
+
+def _tracer_rmul(x, y):
+    if isinstance(y, (list, tuple, str)):
+        return NotImplemented
+    return lift2(MUL, y, x)
+
+
 def _tracer_divmod(x, y):
     return x // y, x % y
 
@@ -693,10 +705,11 @@ def _t_neg_tracer(self):
     return apply_traced(NEG, (self,), {})
 
 
-for _name, _prim in (('add', ADD), ('sub', SUB), ('mul', MUL), ('truediv', DIV), ('mod', MOD)):
+for _name, _prim in (('add', ADD), ('sub', SUB), ('truediv', DIV), ('mod', MOD)):
     _fwd, _rev = _operator_pair(_prim)
     setattr(Tracer, f'__{_name}__', _fwd)
     setattr(Tracer, f'__r{_name}__', _rev)
+Tracer.__mul__, Tracer.__rmul__ = _tracer_mul, _tracer_rmul
 Tracer.__pow__, Tracer.__rpow__ = _tracer_pow, _tracer_rpow
 Tracer.__divmod__, Tracer.__rdivmod__ = _tracer_divmod, _tracer_rdivmod
 # (the divisor is what raises; the dividend can be replaced in an unused equation)

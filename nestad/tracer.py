@@ -297,6 +297,10 @@ class _TracerBase:
         return f"<traced {format(self.val, spec)}>"
 
     def __repr__(self):
+        if self.var.scalar and self.var.dtype.kind in 'iu':
+            # (numpy shows only this where a shape needs an int: np.zeros(n))
+            return (f"Tracer({self.val!r}: a traced int; to use it as a shape or count, name "
+                    "its argument in static_argnums)")
         return f"{type(self).__name__}({self.val!r})"
 
 
