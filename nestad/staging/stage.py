@@ -1,12 +1,17 @@
 """``stage(f)``: trace on first use, compile to Python (or numba), replay.
 
 A staged function keeps a cache keyed on the structure of its arguments, the shapes
-and dtypes of their traced leaves and the values of their static leaves.  Under one
+and dtypes of their traced leaves (floats, ints, float arrays: as in JAX, numbers are
+traced as values) and the values of their static leaves (bools, strings, integer
+arrays, and the arguments named in ``static_argnums``/``static_argnames``).  Under one
 key it keeps the programs traced so far (at most ``max_traces``, most recently used
 first); a call runs them in turn until one's guards hold, and traces anew when none
 does.  So a function with ``if x > 0`` has two programs after it has been called on
 both sides, and a loop whose trip count depends on the data has one per trip count:
-use ``nestad.while_loop`` for such loops.
+use ``nestad.while_loop`` for such loops.  The whole cache keeps at most
+``cache_size`` programs, least recently used dropped, and a function that traces
+often (``RETRACE_WARN`` traces within twice as many calls) or whose trace is huge (a
+Python loop unrolled) says so once, with a ``StagingWarning`` naming the cause.
 
 Called with perturbed arguments (inside ``derivative``, ``gradient_r``, ...), a
 staged function is a primitive whose rules are staged too: forward mode runs the
