@@ -504,7 +504,8 @@ def _array_function(self, func, types, args, kwargs):
 
 
 def _array(self, dtype=None, copy=None):
-    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array)")
+    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array, an "
+                     "index of a numpy array)", self)
 
 
 _TracerBase.__array_ufunc__ = _array_ufunc
