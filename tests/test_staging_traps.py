@@ -5,6 +5,7 @@ fresh random numbers from a Generator argument.  Errors are in test_bad_inputs.p
 import gc
 import importlib.util
 import random
+import time
 import tracemalloc
 import warnings
 
@@ -216,6 +217,14 @@ def test_retracing_warning_fires_for_new_static_values_not_for_new_floats():
     a = nd.stage(lambda v: anp.sum(v * v))
     _, caught = staging_warnings(lambda: [a(np.ones(1 + k % 4)) for k in range(50)])
     assert caught == [] and a.trace_count == 4
+    # nor are many traces far apart, while the program's user does work of its own
+    def spaced():
+        for k in range(12):
+            s(1.0, 100 + k)
+            time.sleep(0.05)
+    s = nd.stage(lambda x, n: x * n, static_argnums=1)
+    _, caught = staging_warnings(spaced)
+    assert caught == [] and s.trace_count == 12
 
 
 def test_retracing_warning_names_the_guard_and_the_loop_alternative():

@@ -10,8 +10,9 @@ does.  So a function with ``if x > 0`` has two programs after it has been called
 both sides, and a loop whose trip count depends on the data has one per trip count:
 use ``nestad.while_loop`` for such loops.  The whole cache keeps at most
 ``cache_size`` programs, least recently used dropped, and a function that traces
-often (``RETRACE_WARN`` traces within twice as many calls) or whose trace is huge (a
-Python loop unrolled) says so once, with a ``StagingWarning`` naming the cause.
+often (its last ``RETRACE_WARN`` traces took most of the time since they began) or
+whose trace is huge (a Python loop unrolled) says so once, with a ``StagingWarning``
+naming the cause.
 
 Called with perturbed arguments (inside ``derivative``, ``gradient_r``, ...), a
 staged function is a primitive whose rules are staged too: forward mode runs the
@@ -21,6 +22,7 @@ through, so the enclosing program contains it inline.
 """
 import collections
 import functools
+import time
 import warnings
 
 import numpy as np
@@ -38,7 +40,7 @@ from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
 BACKENDS = ('python', 'numba')
 CACHE_SIZE = 64           # programs a staged function keeps in all (least recently used go)
 DERIVED_SIZE = 16         # staged jvps/vjps it keeps (one per argument structure and mode)
-RETRACE_WARN = 10         # warn when this many traces happen within twice as many calls
+RETRACE_WARN = 10         # warn when this many traces take most of the time since they began
 UNROLL_WARN = 20_000      # warn when one trace records more equations than this
 
 
@@ -143,8 +145,7 @@ class Staged:
         self.cache = collections.OrderedDict()    # key -> programs; least recently used first
         self.size = 0                   # programs in the cache
         self.trace_count = 0
-        self.calls = 0
-        self.recent = collections.deque(maxlen=RETRACE_WARN)   # call numbers of recent traces
+        self.recent = collections.deque(maxlen=RETRACE_WARN)   # (start, seconds) of traces
         self.reasons = collections.deque(maxlen=RETRACE_WARN)  # why each of them traced
         self.warned = set()
         self.derived = collections.OrderedDict()   # staged jvp/vjp of f, per argument structure
@@ -193,7 +194,6 @@ class Staged:
         return self._run(key, dyn, args, kwargs, mask)
 
     def _run(self, key, dyn, args, kwargs, mask):
-        self.calls += 1
         cache = self.cache
         entries = cache.get(key)
         failed = None
@@ -206,7 +206,8 @@ class Staged:
                     continue
                 if k:                         # most recently used first
                     entries.insert(0, entries.pop(k))
-                cache.move_to_end(key)
+                if len(cache) > 1:            # (most functions have one key)
+                    cache.move_to_end(key)
                 return out
         else:
             entries = cache[key] = []
@@ -227,9 +228,13 @@ class Staged:
     def _trace(self, args, kwargs, mask, key, failed):
         self.trace_count += 1
         if self.trace_count > 1:
-            self._note_retrace(args, kwargs, key, failed)
+            self.reasons.append(_retrace_reason(self, args, kwargs, key, failed))
+        start = time.perf_counter()
         leaves, tree = flatten((args, kwargs))
         program = trace_leaves(self.f, leaves, tree, mask)
+        self.recent.append((start, time.perf_counter() - start))
+        if len(self.recent) == RETRACE_WARN and 'retrace' not in self.warned:
+            self._warn_retracing()
         if len(program.eqns) > UNROLL_WARN and 'unroll' not in self.warned:
             self.warned.add('unroll')
             warnings.warn(
@@ -242,23 +247,23 @@ class Staged:
                 StagingWarning, stacklevel=user_stacklevel())
         return Compiled(program, self.backend)
 
-    def _note_retrace(self, args, kwargs, key, failed):
-        """Record why this call traces again; warn once if traces come often."""
-        self.recent.append(self.calls)
-        self.reasons.append(_retrace_reason(self, args, kwargs, key, failed))
-        if len(self.recent) == RETRACE_WARN and self.calls - self.recent[0] < 2 * RETRACE_WARN \
-                and 'retrace' not in self.warned:
-            self.warned.add('retrace')
-            (reason, _), n = collections.Counter(
-                (r, None) for r, _ in self.reasons).most_common(1)[0]
-            seen = [v for r, v in self.reasons if r == reason and v is not None]
-            values = f" (values seen: {', '.join(seen)})" if seen else ""
-            warnings.warn(
-                f"staged function {self.label!r} traced {RETRACE_WARN} times within "
-                f"{self.calls - self.recent[0] + 1} calls ({self.trace_count} traces in all; "
-                f"tracing costs far more than a call). Cause of {n} of the last "
-                f"{len(self.reasons)}: {reason}{values}", StagingWarning,
-                stacklevel=user_stacklevel())
+    def _warn_retracing(self):
+        """Warn (once) if the last ``RETRACE_WARN`` traces took more than half the time
+        since the first of them began: tracing dominates the function's running time.
+        (Measured at trace time only: calls that hit the cache pay nothing for it.)"""
+        first = self.recent[0][0]
+        elapsed = self.recent[-1][0] + self.recent[-1][1] - first
+        if sum(d for _, d in self.recent) <= 0.5 * elapsed or not self.reasons:
+            return
+        self.warned.add('retrace')
+        (reason, _), n = collections.Counter((r, None) for r, _ in self.reasons).most_common(1)[0]
+        seen = [v for r, v in self.reasons if r == reason and v is not None]
+        values = f" (values seen: {', '.join(seen)})" if seen else ""
+        warnings.warn(
+            f"staged function {self.label!r} traced {self.trace_count} times, the last "
+            f"{RETRACE_WARN} in {elapsed:.2g} s, most of which went to tracing. Cause of {n} "
+            f"of the last {len(self.reasons)} retraces: {reason}{values}", StagingWarning,
+            stacklevel=user_stacklevel())
 
     def programs(self):
         """Every program traced so far and kept (most recently used first under each key)."""
