@@ -289,6 +289,12 @@ class _TracerBase:
     def __complex__(self):
         _refuse_concrete("complex()", self)
 
+    def __round__(self, ndigits=None):
+        _refuse_concrete("round() (use nestad.numpy.round)", self)
+
+    def __trunc__(self):
+        _refuse_concrete("math.trunc() (use nestad.numpy.trunc)", self)
+
     def __hash__(self):
         raise StagingError("traced values are unhashable: a cache keyed by value would be "
                            "specialised on the example value the trace was made at")

@@ -583,6 +583,11 @@ def test_traced_int_where_a_concrete_int_is_needed():
         with pytest.raises(StagingError, match=r"traced int \(2 here\).*traced int arguments: "
                                                r"steps.*static_argnums \(or static_argnames\)"):
             nd.stage(use)(1.0, 2)
+    for concrete in (round, lambda n: round(n, 1), __import__('math').trunc):
+        with pytest.raises(StagingError, match=r"traced int.*static_argnums"):
+            nd.stage(lambda x, steps: x * concrete(steps))(1.0, 2)
+    with pytest.raises(StagingError, match=r"round\(\) \(use nestad.numpy.round\) of a traced value"):
+        nd.stage(lambda x: round(x))(1.5)
     # numpy turns the error of a lone shape into its own TypeError, which shows the tracer
     with pytest.raises(TypeError, match=r"traced int; to use it as a shape.*static_argnums"):
         nd.stage(lambda x, steps: np.zeros(steps) + x)(1.0, 2)
