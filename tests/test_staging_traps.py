@@ -202,6 +202,19 @@ def test_the_whole_cache_stays_bounded_over_10000_new_static_values():
     assert t(1.0, 0) == 0.0 and t.trace_count == 11 and t.size == 3
 
 
+def test_a_trace_that_raises_leaves_no_key_behind():
+    def f(x, k):
+        if k % 3 == 0:
+            raise ValueError("no")
+        return x * k
+    s = nd.stage(f, static_argnums=1, cache_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', StagingWarning)
+        for k in range(30):
+            assert outcome(s, 1.0, k) == (ValueError if k % 3 == 0 else k)
+    assert len(s.cache) == s.size == 4
+
+
 def test_retracing_warning_fires_for_new_static_values_not_for_new_floats():
     s = nd.stage(lambda x, n: x * n, static_argnums=1)
     _, caught = staging_warnings(lambda: [s(1.0, n) for n in range(50)])

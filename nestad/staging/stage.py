@@ -29,10 +29,9 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..structures import flatten, leaf_paths
-from ..tracer import StagingError, StagingWarning, is_tracer, user_stacklevel
+from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
 from .codegen import compile_python
-from ..tracer import GUARD
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
@@ -211,7 +210,12 @@ class Staged:
                 return out
         else:
             entries = cache[key] = []
-        c = self._trace(args, kwargs, mask, key, failed)
+        try:
+            c = self._trace(args, kwargs, mask, key, failed)
+        except BaseException:
+            if not entries:                   # (no key without a program)
+                del cache[key]
+            raise
         entries.insert(0, c)
         self.size += 1
         if len(entries) > self.max_traces:
