@@ -315,36 +315,70 @@ def _dot_escape(s):
     return s.replace('"', '\\"')
 
 
-def simplify(eqns, outputs):
+def simplify(eqns, outputs, checks=False):
     """(equations, outputs) of a finished trace: dead code removed (loops drop the state
     that no live result needs), then equal computations shared (``share``: tracing
-    shares all but loops, so it has nothing to do without one)."""
-    eqns = remove_dead(eqns, outputs)
+    shares all but loops, so it has nothing to do without one).  ``checks``: keep the
+    unused divisions that could raise (``remove_dead``), in a traced function's own
+    code (not in loop bodies, whose unused state is pruned and shared)."""
+    eqns = remove_dead(eqns, outputs, checks)
     if not any(hasattr(e.op, 'prune') for e in eqns):
         return eqns, outputs
     return share(eqns, outputs)
 
 
-def remove_dead(eqns, outputs):
+def remove_dead(eqns, outputs, checks=False):
     """The equations that outputs or guards depend on, in their order.  An equation
     whose op can drop the results nobody reads (``op.prune``: a loop's dead state
-    slots) is replaced by the smaller one."""
+    slots) is replaced by the smaller one.  With ``checks``, unused equations that
+    raise where eager code raises stay as checks (``_add_checks``)."""
     live = {id(o) for o in outputs if isinstance(o, Var)}
-    kept = []
-    for eqn in reversed(eqns):
-        if eqn.op in RAISES and not any(id(v) in live for v in eqn.outs):
-            eqn = _check_only(eqn)
-        if eqn is None:
-            continue
-        if eqn.op is GUARD or eqn.op in RAISES or any(id(v) in live for v in eqn.outs):
+    kept = [None] * len(eqns)
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
+        if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
             prune = getattr(eqn.op, 'prune', None)
             if prune is not None:
                 eqn = prune(eqn, [id(v) in live for v in eqn.outs])
-            kept.append(eqn)
+            kept[k] = eqn
             live.update(id(a) for a in eqn.args if isinstance(a, Var))
             live.update(_inner_free_vars(eqn))
-    kept.reverse()
-    return kept
+    if checks and any(e.op in RAISES for e in eqns):
+        _add_checks(eqns, kept)
+    return [e for e in kept if e is not None]
+
+
+def _add_checks(eqns, kept):
+    """Put back the unused equations of ``RAISES`` (``x / y``, ...) as checks of what
+    decides them (``1.0 / y``), with the unused straight-line code that computes it
+    (``y // 1.0``): the gradient of ``x / (y // 1.0) + x`` does not need the division,
+    but eager code raised there.  A check never brings back a loop (nor a state slot a
+    loop dropped): a division whose divisor only an unused loop computes goes with it."""
+    made = {id(v): k for k, e in enumerate(eqns) for v in e.outs}
+    available = {id(v) for e in kept if e is not None for v in e.outs}
+    for k in range(len(eqns) - 1, -1, -1):
+        if kept[k] is not None or eqns[k].op not in RAISES:
+            continue
+        check = _check_only(eqns[k])
+        if check is None:
+            continue
+        need, todo = set(), [a for a in check.args if isinstance(a, Var)]
+        while todo:
+            a = todo.pop()
+            j = made.get(id(a))
+            if j is None or id(a) in available or j in need:
+                continue                          # an input, computed anyway, or seen
+            e = eqns[j]
+            if kept[j] is not None or e.op is GUARD or hasattr(e.op, 'prune') or \
+                    _inner_free_vars(e):
+                break                             # a pruned slot, or a loop: no check
+            need.add(j)
+            todo.extend(a for a in e.args if isinstance(a, Var))
+        else:
+            kept[k] = check
+            for j in need:
+                kept[j] = eqns[j]
+                available.update(id(v) for v in eqns[j].outs)
 
 
 def _check_only(eqn):

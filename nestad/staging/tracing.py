@@ -143,7 +143,7 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
         inputs.append(var)
         example.append(value)
         names.append(f"{method}_{j}")
-    eqns, outputs = simplify(t.eqns, outputs)
+    eqns, outputs = simplify(t.eqns, outputs, checks=True)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     program.params = positional_names(f)
     program.draws = tuple((slot, method, a, kw) for slot, method, a, kw, _, _ in t.draws)
