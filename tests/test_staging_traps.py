@@ -4,7 +4,9 @@ bound and the warnings for retracing, unrolled loops and frozen random numbers, 
 fresh random numbers from a Generator argument.  Errors are in test_bad_inputs.py."""
 import gc
 import importlib.util
+import os
 import random
+import sys
 import time
 import tracemalloc
 import warnings
@@ -113,6 +115,30 @@ def test_the_issue_example_raises_and_unused_divisions_stay_checks():
     assert len(nd.trace(nd.gradient_r(lambda x: x / 2.0 + x), 1.0).eqns) == 0
     p = nd.trace(nd.gradient_r(lambda v, w: anp.sum(v / w + v)), np.ones(2), np.ones(2))
     assert all(e.op.name != 'div' for e in p.eqns)
+
+
+def _loops(program):
+    """The number of while equations in a program, its loops' bodies included."""
+    n = 0
+    for e in program.eqns:
+        n += getattr(e.op, 'name', '') == 'while'
+        n += sum(_loops(v) for v in e.params.values() if isinstance(v, nd.Program))
+    return n
+
+
+@pytest.mark.parametrize('mode', ['ff', 'fr', 'rf', 'rr'])
+def test_checks_keep_loops_pruned_and_shared(mode):
+    # Checks of unused divisions inside loops, or resurrecting loops, made GradBench's staged
+    # particle programs 7 loops instead of 3; they stay as they were before checks.
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'benchmarks'))
+    try:
+        import staging as bench
+    finally:
+        sys.path.pop(0)
+    for name, loops in (('saddle', 4), ('particle', 3)):
+        s = bench.staged_solve(name, mode)
+        assert bench.solve_error(name, s(bench.WORKLOADS[name][1]))[1]     # exact answers
+        assert _loops(s.programs()[0]) == loops
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
