@@ -82,6 +82,8 @@ MODES = {
     'f': lambda f: lambda x, y: nd.derivative(lambda x: f(x, y))(x),
     'fr': lambda f: lambda x, y: nd.derivative(nd.gradient_r(lambda x: f(x, y)))(x),
     'rf': lambda f: lambda x, y: nd.gradient_r(nd.derivative(lambda x: f(x, y)))(x),
+    'ff': lambda f: lambda x, y: nd.derivative(nd.derivative(lambda x: f(x, y)))(x),
+    'rr': lambda f: lambda x, y: nd.gradient_r(nd.gradient_r(lambda x: f(x, y)))(x),
 }
 
 
