@@ -15,7 +15,8 @@ from .structures import register_structure
 from .vector_space import tangent_add, tangent_scale
 from .values import Bundle, TapeCell, isfinite, isinf, isnan, primal_value
 from . import numpy  # noqa: E402,F401  (installs array support and numpy dispatch)
-from .staging import GuardFailure, Program, export, jit, stage, trace, while_loop  # noqa: E402
+from .staging import (GuardFailure, Program, StagingWarning, export, jit, stage,  # noqa: E402
+                      trace, while_loop)
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
 from .solvers import linear_solve, minimize, odeint, root  # noqa: E402
 from .scan import fori_loop, scan  # noqa: E402
@@ -43,6 +44,7 @@ __all__ = [
     'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
     'vmap', 'trace', 'stage', 'jit', 'export', 'while_loop', 'scan', 'fori_loop', 'Program', 'GuardFailure', 'StagingError',
+    'StagingWarning',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'linear_solve', 'root', 'minimize', 'odeint',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',

@@ -22,8 +22,8 @@ from .arrays import is_array
 from .errors import InvalidInputError
 from .interpret import bind
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
-from .tracer import SIMPLIFY, ArrayTracer, Tracer, apply_traced
-from .values import Batched, Bundle, TapeCell, modular_pow_error, next_id, primal_value
+from .tracer import RAISES, SIMPLIFY, ArrayTracer, Tracer, apply_traced
+from .values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
 
 _ARRAYS = (np.ndarray, ArrayTracer)
 
@@ -686,16 +686,85 @@ def _times_one(x, y):
 SIMPLIFY[MUL] = _times_one
 SIMPLIFY[DIV] = lambda x, y: _times_one(x, y) if y.__class__ is _float else None
 
+# ``**`` on a traced plain number is Python's operator, as on the number it stands for
+# (0.0 ** -1 raises ZeroDivisionError, an overflow OverflowError, a negative base with a
+# fractional exponent gives a complex); under a perturbation it is nestad.pow (IEEE), as
+# in eager code.  Lifted (a program differentiated), it is ``**`` on perturbed values.
+def _python_pow(x, y):
+    out = x ** y
+    if out.__class__ is complex:
+        raise InvalidInputError(
+            f"{x!r} ** {y!r} is a complex number in Python, and a staged program computes "
+            "reals: use nestad.pow(x, y) for numpy's answer (nan), or keep the base >= 0")
+    return out
+
+
+def _python_pow_checked(x, y):
+    """``x ** y`` for numba, which gives inf, nan or a wrapped int where Python raises,
+    gives a complex or a float: it raises there instead, and the staged call reruns as
+    Python, with Python's answer (``stage.Compiled``)."""
+    if x == 0 and y < 0 or x < 0 and y != math.floor(y) or y < 0 and x == math.floor(x):
+        raise ValueError("Python's ** leaves the reals or the machine's numbers here")
+    r = _real_pow(x, y)
+    if math.isinf(r) and not math.isinf(x) and not math.isinf(y):
+        raise OverflowError("Numerical result out of range")
+    return r
+
+
+def _real_pow(x, y):
+    """``x ** y`` as Python computes it: numba is taught this function (numba_backend), since
+    its own ``float ** int`` multiplies, which rounds otherwise than Python's C ``pow``."""
+    return x ** y
+
+
+_python_pow.numba = _python_pow_checked
+PYTHON_POW = Primitive('python_pow', _python_pow, POW.partials, operator.pow)
+
+
+def _tracer_pow(x, y):
+    if isinstance(y, Perturbed):
+        return lift2(POW, x, y)
+    return apply_traced(PYTHON_POW, (x, y), {})
+
+
+def _tracer_rpow(x, y):
+    return apply_traced(PYTHON_POW, (y, x), {})
+
+
+def _tracer_mul(x, y):
+    if isinstance(y, (list, tuple, str)):
+        return NotImplemented       # a repetition: Python asks the count's __index__
+    return lift2(MUL, x, y)
+
+
+def _tracer_rmul(x, y):
+    if isinstance(y, (list, tuple, str)):
+        return NotImplemented
+    return lift2(MUL, y, x)
+
+
+def _tracer_divmod(x, y):
+    return x // y, x % y
+
+
+def _tracer_rdivmod(x, y):
+    return y // x, y % x
+
+
 # Every operation goes through lifting, which records it once it reaches tracers.
 def _t_neg_tracer(self):
     return apply_traced(NEG, (self,), {})
 
 
-for _name, _prim in (('add', ADD), ('sub', SUB), ('mul', MUL), ('truediv', DIV), ('pow', POW),
-                     ('mod', MOD)):
+for _name, _prim in (('add', ADD), ('sub', SUB), ('truediv', DIV), ('mod', MOD)):
     _fwd, _rev = _operator_pair(_prim)
     setattr(Tracer, f'__{_name}__', _fwd)
     setattr(Tracer, f'__r{_name}__', _rev)
+Tracer.__mul__, Tracer.__rmul__ = _tracer_mul, _tracer_rmul
+Tracer.__pow__, Tracer.__rpow__ = _tracer_pow, _tracer_rpow
+Tracer.__divmod__, Tracer.__rdivmod__ = _tracer_divmod, _tracer_rdivmod
+# (the divisor is what raises; the dividend can be replaced in an unused equation)
+RAISES.update({DIV: (0,), MOD: (0,), registry.PRIMITIVES['floordiv']: (0,), PYTHON_POW: ()})
 Tracer.__neg__ = _t_neg_tracer
 Tracer.__pos__ = _pos
 Tracer.__abs__ = _abs

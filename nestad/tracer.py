@@ -19,6 +19,8 @@ so nestad's code treats it as a constant of every run of AD; lifting and array
 primitives test for it before calling a primitive's plain implementation.
 """
 import numbers
+import os
+import sys
 import threading
 
 import numpy as np
@@ -28,6 +30,12 @@ from .errors import InvalidInputError, NestadError
 
 class StagingError(NestadError, TypeError):
     """Something a traced function did cannot be recorded as a program."""
+
+
+class StagingWarning(UserWarning):
+    """A staged function works but is slow or frozen in a way its author would want to
+    know: it retraces often, a Python loop was unrolled into a huge program, or random
+    numbers drawn while tracing were baked into the program."""
 
 
 class Var:
@@ -78,6 +86,8 @@ class Trace:
         self.captures = []
         self.producer = {}              # id(Var) -> the equation that computes it
         self.tracers = {}               # id(Var) -> its tracer (with its example value)
+        self.input_kinds = []           # (printed name, dtype kind) of each traced argument
+        self.draws = []                 # (generator slot, method, args, kwargs, Var, value)
 
     def new_tracer(self, val):
         """A tracer for a new input variable with example value ``val``."""
@@ -120,6 +130,12 @@ class Trace:
 # op -> function of its arguments giving an argument that equals the result exactly
 # (x * 1.0 is x for every float), or None: applied before recording.
 SIMPLIFY = {}
+
+# Python operators that raise on some scalar operands where eager code would raise too
+# (x / 0.0, x % 0, x // 0.0, 0.0 ** -1): op -> positions of the arguments an unused
+# equation of it does not need.  An unused one is kept, with those arguments replaced
+# by 1, as a check: staged code raises where eager code does (nestad.staging.program).
+RAISES = {}
 
 
 def _const_key(c):
@@ -215,12 +231,28 @@ def _capture(t, x):
 
 # ---------------------------------------------------------------- tracer values
 
-def _refuse_concrete(what):
+def _refuse_concrete(what, x=None):
+    if x is not None and x.var.dtype.kind in 'iu':
+        # Python ints are traced as values (as in JAX): say which, and how to make one static.
+        raise StagingError(
+            f"{what} of a traced int ({x.val!r} here): int arguments of a staged function "
+            "are traced as values, so that a new value does not trace the function again, "
+            "but range(), indexing a list, a shape or a repetition count needs a concrete "
+            f"int.{_int_inputs(x.trace)} Name the argument in static_argnums (or "
+            "static_argnames) of nestad.stage/nestad.trace: the program is then traced once "
+            "per value of it.")
     raise StagingError(
         f"{what} of a traced value: the staged program would be specialised on this one "
         "value. Use nestad's functions on it (nestad.floor, nestad.numpy...), compare it "
         "(comparisons are recorded as guards), or pass the argument it comes from as a "
         "static one (nestad.stage(f, static_argnums=...)).")
+
+
+def _int_inputs(trace):
+    while trace.parent is not None:
+        trace = trace.parent
+    names = [n for n, kind in trace.input_kinds if kind in 'iu']
+    return f" (traced int arguments: {', '.join(names)}.)" if names else ""
 
 
 class _TracerBase:
@@ -246,26 +278,26 @@ class _TracerBase:
         return self.var.dtype
 
     def __float__(self):
-        _refuse_concrete("float()")
+        _refuse_concrete("float()", self)
 
     def __int__(self):
-        _refuse_concrete("int()")
+        _refuse_concrete("int()", self)
 
     def __index__(self):
-        _refuse_concrete("using as an index")
+        _refuse_concrete("using as an index (range(), a list index, a shape)", self)
 
     def __complex__(self):
-        _refuse_concrete("complex()")
+        _refuse_concrete("complex()", self)
+
+    def __round__(self, ndigits=None):
+        _refuse_concrete("round() (use nestad.numpy.round)", self)
+
+    def __trunc__(self):
+        _refuse_concrete("math.trunc() (use nestad.numpy.trunc)", self)
 
     def __hash__(self):
         raise StagingError("traced values are unhashable: a cache keyed by value would be "
                            "specialised on the example value the trace was made at")
-
-    def __round__(self, ndigits=None):
-        _refuse_concrete("round()")
-
-    def __trunc__(self):
-        _refuse_concrete("math.trunc()")
 
     def __floor__(self):
         _refuse_concrete("math.floor() (use nestad.floor)")
@@ -298,6 +330,10 @@ class _TracerBase:
         return f"<traced {format(self.val, spec)}>"
 
     def __repr__(self):
+        if self.var.scalar and self.var.dtype.kind in 'iu':
+            # (numpy shows only this where a shape needs an int: np.zeros(n))
+            return (f"Tracer({self.val!r}: a traced int; to use it as a shape or count, name "
+                    "its argument in static_argnums)")
         return f"{type(self).__name__}({self.val!r})"
 
 
@@ -390,8 +426,32 @@ def guard(c):
             f"a comparison decides a Python `if` (or `and`, `or`, `min`...) inside {t.purpose}: "
             "its outcome may change from one iteration to the next, so it cannot be fixed "
             "when the loop is traced. Choose values with nestad.where(cond, x, y) instead.")
-    t.eqns.append(Eqn(GUARD, (c.var,), {'expect': value}, ()))
+    t.eqns.append(Eqn(GUARD, (c.var,), {'expect': value, 'site': user_site()}, ()))
     return value
+
+
+def user_stacklevel():
+    """The ``stacklevel`` for ``warnings.warn`` (called by its caller) that points at the
+    first line of user code (outside nestad) on the stack."""
+    f, level = sys._getframe(2), 2
+    while f is not None:
+        name = f.f_globals.get('__name__', '')
+        if name and name != 'nestad' and not name.startswith('nestad.'):
+            return level
+        f, level = f.f_back, level + 1
+    return 2
+
+
+def user_site():
+    """'file.py:12 in f': the line of user code (outside nestad) running now, which a
+    guard names when it fails (for the retracing warning)."""
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_globals.get('__name__', '')
+        if name and name != 'nestad' and not name.startswith('nestad.'):
+            return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} in {f.f_code.co_name}"
+        f = f.f_back
+    return "?"
 
 
 def _comparisons():
@@ -492,7 +552,8 @@ def _array_function(self, func, types, args, kwargs):
 
 
 def _array(self, dtype=None, copy=None):
-    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array)")
+    _refuse_concrete("converting to a plain numpy array (numpy.asarray, numpy.array, an "
+                     "index of a numpy array)", self)
 
 
 _TracerBase.__array_ufunc__ = _array_ufunc

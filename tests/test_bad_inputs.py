@@ -1269,3 +1269,77 @@ def test_scipy_function_nestad_does_not_have_is_named_with_what_to_do(call, erro
             grad(lambda x: anp.sum(call(x)))(x)
         assert "nestad.scipy.special and nestad.scipy.stats" in str(info.value)
         assert "nestad.primitive(f).defpartials" in str(info.value)
+
+# ---------------------------------------------------------------- staging traps
+# A Program at other shapes, static_argnums/static_argnames, traced ints where a concrete
+# int is needed, draws that cannot be program inputs, ** leaving the reals.
+
+from nestad import StagingError  # noqa: E402
+
+
+def test_program_called_at_another_shape_or_dtype():
+    p = nd.trace(lambda d: len(d['v']) * anp.sum(d['v']), {'v': np.ones(2)})
+    with pytest.raises(InvalidInputError,
+                       match=r"argument d\['v'\] is an array of shape \(3,\) and dtype float64, but "
+                             r"the program was traced with an array of shape \(2,\).*Trace it "
+                             r"again.*nestad.stage"):
+        p({'v': np.ones(3)})
+    with pytest.raises(InvalidInputError, match=r"argument x is a float32 scalar.*float64 scalar"):
+        nd.trace(lambda x: x * 2.0, 1.0)(np.float32(1.0))
+
+
+@pytest.mark.parametrize('op', [nd.stage, lambda f, **kw: nd.trace(f, 1.0, 2, **kw)])
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(static_argnums=5), r"static_argnums=5, but f takes 2 positional argument\(s\) \(x, n\)"),
+    (dict(static_argnums=-1), r"static_argnums=-1: each must be the position.*counted from 0"),
+    (dict(static_argnums=(1, 1)), r"an argument is named twice"),
+    (dict(static_argnums=1.0), r"static_argnums must be an int or a tuple of ints"),
+    (dict(static_argnums=True), r"static_argnums=True: each must be the position"),
+    (dict(static_argnums=(0, '1')), r"each must be the position of a positional parameter"),
+    (dict(static_argnames='m'), r"static_argnames='m', but f has no parameter 'm'.*x, n"),
+    (dict(static_argnames=(1,)), r"static_argnames=\(1,\): each must be the name"),
+    (dict(static_argnames=('n', 'n')), r"an argument is named twice"),
+])
+def test_static_arguments_are_checked(op, kwargs, message):
+    def f(x, n):
+        return x * n
+    with pytest.raises(InvalidInputError, match=message):
+        op(f, **kwargs)
+
+
+def test_traced_int_where_a_concrete_int_is_needed():
+    def f(x, steps):
+        return [x] * steps
+    for use in (lambda x, steps: sum(x for _ in range(steps)), f,
+                lambda x, steps: np.ones((steps, 2)) + x, lambda x, steps: [x, x, x][steps]):
+        with pytest.raises(StagingError, match=r"traced int \(2 here\).*traced int arguments: "
+                                               r"steps.*static_argnums \(or static_argnames\)"):
+            nd.stage(use)(1.0, 2)
+    for concrete in (round, lambda n: round(n, 1), __import__('math').trunc):
+        with pytest.raises(StagingError, match=r"traced int.*static_argnums"):
+            nd.stage(lambda x, steps: x * concrete(steps))(1.0, 2)
+    with pytest.raises(StagingError, match=r"round\(\) \(use nestad.numpy.round\) of a traced value"):
+        nd.stage(lambda x: round(x))(1.5)
+    # numpy turns the error of a lone shape into its own TypeError, which shows the tracer
+    with pytest.raises(TypeError, match=r"traced int; to use it as a shape.*static_argnums"):
+        nd.stage(lambda x, steps: np.zeros(steps) + x)(1.0, 2)
+
+
+def test_draws_that_cannot_be_program_inputs():
+    rng = np.random.default_rng(0)
+    in_loop = lambda x, r: nd.while_loop(lambda s: s < 3.0,                  # noqa: E731
+                                         lambda s: s + r.uniform(), x)
+    with pytest.raises(StagingError, match=r"inside the body of a while_loop.*before it"):
+        nd.stage(in_loop)(0.0, rng)
+    with pytest.raises(StagingError, match=r"rng.normal\(...\) got a traced.*standard_normal"):
+        nd.stage(lambda x, r: r.normal(x))(0.0, rng)
+    with pytest.raises(StagingError, match=r"rng.spawn is not a draw"):
+        nd.stage(lambda x, r: r.spawn(1) and x)(0.0, rng)
+    p = nd.trace(lambda x, r: x * r.normal(), 1.0, rng)
+    with pytest.raises(InvalidInputError, match=r"argument r is None.*numpy.random.Generator"):
+        p(1.0, None)
+
+
+def test_power_of_traced_numbers_leaving_the_reals():
+    with pytest.raises(InvalidInputError, match=r"-8.0 \*\* 0.5 is a complex number.*nestad.pow"):
+        nd.stage(lambda x: x ** 0.5)(-8.0)

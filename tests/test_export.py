@@ -233,8 +233,10 @@ def test_the_exported_modules_give_stages_numbers_without_nestad(exported):
             status, *got = next(it)
             assert status == 'ok', (name, got)
             assert_same(got[0], tagged(staged(*args)))
-        # nestad named only in messages that say to export again
-        assert set(re.findall(r'nestad[.\w]*', sources[name])) == {'nestad.export'}
+        # nestad named only in messages: to export again, or (** of a negative base) to
+        # use nestad.pow
+        names = set(re.findall(r'nestad[.\w]*', sources[name]))
+        assert 'nestad.export' in names and names <= {'nestad.export', 'nestad.pow'}
 
 
 def test_exported_numbers_are_right(exported):
@@ -246,7 +248,9 @@ def test_exported_numbers_are_right(exported):
     assert got[('log_of', 0)] == -math.inf and math.isnan(got[('log_of', 1)])
     assert got[('piecewise', 0)] == 9.0
     assert math.isclose(got[('log_loop', 0)], 1 + 9 / 3.0)          # a + sum_k log(k a)
-    assert got[('log_loop', 1)] == math.inf                          # 1 + 9/0: IEEE, not a raise
+    # 1 + 9/0: IEEE, not a raise (inf, or nan where the closure-converted loop's other
+    # direction meets 0 * inf: notes/design.md, Numerics)
+    assert not math.isfinite(got[('log_loop', 1)])
     assert got[('staged_static', 0)] == 0.5 ** 2.5
     g = got[('dict_grad', 0)]
     assert math.isclose(g['a'], math.exp(-1.5)) and math.isclose(g['b'], 6.0 * math.exp(-1.5))

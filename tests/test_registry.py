@@ -50,11 +50,13 @@ SCALAR_ROWS = {
 SCALAR_BINARY_ROWS = {
     'pow': (1.3, 0.7), 'atan2': (0.3, -0.8), 'hypot': (0.3, -0.8), 'minimum': (0.3, -0.8),
     'maximum': (0.3, -0.8), 'add': (0.3, -0.8), 'sub': (0.3, -0.8), 'mul': (0.3, -0.8),
-    'div': (0.3, -0.8), 'mod': (2.3, 0.7),
+    'div': (0.3, -0.8), 'mod': (2.3, 0.7), 'python_pow': (1.3, 0.7),
 }
 _SCALAR_FNS = {'recip': lambda x: 1.0 / x, 'neg': lambda x: -x, 'add': lambda x, y: x + y,
                'sub': lambda x, y: x - y, 'mul': lambda x, y: x * y, 'div': lambda x, y: x / y,
-               'mod': lambda x, y: x % y, 'sech2': nd.primitives.sech2}
+               'mod': lambda x, y: x % y, 'sech2': nd.primitives.sech2,
+               # ** on traced plain numbers (Python's operator); perturbed, it is pow's rule
+               'python_pow': lambda x, y: x ** y}
 
 # Array primitives: (function, arguments).
 ARRAY_ROWS = {

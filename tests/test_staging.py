@@ -212,8 +212,11 @@ def test_cache_is_keyed_on_structure_shapes_and_static_values():
     s(1.0, 2)
     s(3.0, 2)
     assert s.trace_count == 1
-    s(1.0, 3)                           # an int is static: a new trace
-    assert s.trace_count == 2
+    assert s(1.0, 3) == 3.0             # an int is traced as a value (as in JAX): no new trace
+    assert s.trace_count == 1
+    st = nd.stage(lambda x, n: x * n, static_argnums=1)
+    st(1.0, 2)
+    assert st(1.0, 3) == 3.0 and st.trace_count == 2   # a static int: a trace per value
     a = nd.stage(lambda v: anp.sum(v * v))
     a(np.ones(3))
     a(np.zeros(3))

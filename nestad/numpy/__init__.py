@@ -611,7 +611,9 @@ def _plain_index(index):
     if isinstance(index, Perturbed):
         raise InvalidInputError("an array index cannot carry a perturbation")
     if is_tracer(index):
-        from ..tracer import StagingError
+        from ..tracer import StagingError, _refuse_concrete
+        if index.var.scalar:
+            _refuse_concrete("using as an index (range(), a list index, a shape)", index)
         raise StagingError(
             "indexing with a traced array: the index (and so the result's shape) depends on "
             "the data, which a staged program cannot have. Use nestad.numpy.where(mask, x, "

@@ -1,6 +1,6 @@
 """Staging: derivatives as programs.  See notes/staging.md."""
 from .control import while_loop
 from .program import GuardFailure, Program
-from .stage import Staged, jit, stage
+from .stage import Staged, StagingWarning, jit, stage
 from .tracing import trace
 from .export import ExportError, export

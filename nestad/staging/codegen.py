@@ -104,7 +104,8 @@ class _Emitter:
             if eqn.op is GUARD:
                 test = self.arg(eqn.args[0])
                 cond = f"not {test}" if eqn.params['expect'] else test
-                self.lines.append(f"{pad}if {cond}: raise _GuardFailure({k})")
+                site = eqn.params.get('site')
+                self.lines.append(f"{pad}if {cond}: raise _GuardFailure({k}, {site!r})")
                 self.release(eqn, k, last)
                 continue
             custom = getattr(eqn.op, 'emit_lines', None)

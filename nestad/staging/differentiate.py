@@ -21,16 +21,18 @@ from ..custom import apply, forward_result, jvp_of, peel, reads_closure, recompu
 from ..batching import batch_of, batched_top
 from ..structures import tree_map
 from ..values import Batched, Perturbed
+from .randomness import is_generator, restore, states
+from .stage import DERIVED_SIZE
 from .tracing import closure_error
 
 
-def call_perturbed(staged, leaves, tree):
+def call_perturbed(staged, leaves, tree, mask=None):
     top = batched_top(leaves)
     if top is not None:
         # vmap: the staged batched f (vmap of f, staged like jvp and vjp) on the stacked values
         carried = tuple(isinstance(x, Perturbed) and x.tag == top for x in leaves)
-        out = _derived(staged, 'batch', tree, carried)([x.primal if c else x
-                                                         for x, c in zip(leaves, carried)])
+        out = _derived(staged, 'batch', tree, carried, mask)(
+            [x.primal if c else x for x, c in zip(leaves, carried)])
         return tree_map(lambda o: Batched(top, o), out)
     top, carried, primals, forward = peel(leaves)
     # A result carrying run ``top`` (or a later one) although ``f`` ran on primals without
@@ -39,24 +41,48 @@ def call_perturbed(staged, leaves, tree):
     # traced through inside another trace, where no output check sees it).
     if forward:
         tangents = [x.tangent for x, c in zip(leaves, carried) if c]
-        out, tangent = _derived(staged, 'jvp', tree, carried)(primals, tangents)
+        out, tangent = _derived(staged, 'jvp', tree, carried, mask)(primals, tangents)
         if reads_closure((out, tangent), top):
             raise closure_error()
         return forward_result(top, out, tangent)
+    generators = [x for x in primals if is_generator(x)]
+    before = states(generators)
     out = apply(staged, tree, primals)
     if reads_closure(out, top):
         raise closure_error()
-    return recomputing_cells(top, leaves, carried, primals, out,
-                             _derived(staged, 'vjp', tree, carried), "a staged function")
+    pullback = _derived(staged, 'vjp', tree, carried, mask)
+    if generators:
+        pullback = _replaying(pullback, generators, before)
+    return recomputing_cells(top, leaves, carried, primals, out, pullback, "a staged function")
 
 
-def _derived(staged, kind, tree, carried):
-    """The staged jvp or vjp of ``staged.f`` for this argument structure."""
-    key = (kind, tree.signature(), carried)
-    fn = staged.derived.get(key)
+def _replaying(pullback, generators, before):
+    """``pullback``, which runs ``f`` again, with the generators among its arguments put
+    back as they were for the forward run (so it sees the same draws), then as they are."""
+    def replay(primals, cotangents):
+        now = states(generators)
+        restore(generators, before)
+        try:
+            return pullback(primals, cotangents)
+        finally:
+            restore(generators, now)
+    return replay
+
+
+def _derived(staged, kind, tree, carried, mask):
+    """The staged jvp or vjp of ``staged.f`` for this argument structure (the static
+    leaves among its primals stay static); at most ``DERIVED_SIZE`` are kept."""
+    mask = tuple(mask) if mask is not None else None
+    key = (kind, tree.signature(), carried, mask)
+    derived = staged.derived
+    fn = derived.get(key)
     if fn is None:
         make = jvp_of(staged.f, tree, carried, "stage") if kind == 'jvp' else \
             batch_of(staged.f, tree, carried) if kind == 'batch' else \
             vjp_of(staged.f, tree, carried, closure_error)
-        fn = staged.derived[key] = staged.derive(make)
+        fn = derived[key] = staged.derive(make, kind, mask)
+        if len(derived) > DERIVED_SIZE:
+            derived.popitem(last=False)
+    else:
+        derived.move_to_end(key)
     return fn

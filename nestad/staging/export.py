@@ -54,7 +54,7 @@ class BranchError(ValueError):
     """An argument takes another branch than the example the module was exported at."""
 
 
-def _branch(index):
+def _branch(index, site=None):
     return BranchError(
         f"comparison {index} recorded at the example comes out differently for these "
         "arguments: this export is specialised to the branch its example took; export "

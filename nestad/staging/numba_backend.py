@@ -58,7 +58,7 @@ def _teach(numba):
         from numba.core import types
         from numba.extending import overload
 
-        from ..primitives import _pow_plain
+        from ..primitives import _pow_plain, _real_pow
 
         def pow_ieee(x, y):
             x, y = float(x), float(y)
@@ -70,6 +70,19 @@ def _teach(numba):
         def _pow(x, y):
             if isinstance(x, types.Float) or isinstance(y, types.Float):
                 return pow_ieee
+
+        def int_pow(x, y):
+            # exact below 2**63, as Python's ints; beyond, numba's would wrap: raise, and
+            # the call reruns as Python (stage.Compiled)
+            if abs(x) > 1 and y * math.log2(abs(x)) >= 62.0:
+                raise OverflowError("an int power beyond 64 bits")
+            return x ** y
+
+        @overload(_real_pow)
+        def _rpow(x, y):
+            if isinstance(x, types.Integer) and isinstance(y, types.Integer):
+                return int_pow
+            return lambda x, y: float(x) ** float(y)
         _TAUGHT = {_pow_plain}
         if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
             @overload(math.cbrt)
@@ -104,10 +117,13 @@ def compile_numba(fn, source, program):
         return fn
     glb = fn.__globals__
     taught = _teach(numba)
+    python = {name: value for name, value in glb.items()
+              if name.startswith('_p_') and callable(value) and value not in taught}
     try:
-        for name, value in list(glb.items()):
-            if name.startswith('_p_') and callable(value) and value not in taught:
-                glb[name] = numba.njit(cache=False)(value)
+        for name, value in python.items():
+            # (``value.numba``: a version that raises where numba's arithmetic would not
+            # give Python's answer, so that the call reruns as Python)
+            glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
         jitted = numba.njit(cache=False)(fn)
         jitted(*program.example)        # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
@@ -118,8 +134,6 @@ def compile_numba(fn, source, program):
         first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
         warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
                       "Python code instead", NumbaFallbackWarning, stacklevel=4)
-        for name, value in list(glb.items()):
-            if name.startswith('_p_') and hasattr(value, 'py_func'):
-                glb[name] = value.py_func
+        glb.update(python)
         return fn
     return jitted

@@ -7,20 +7,24 @@ values.  It can be printed (one line per equation, seed 002's notation), drawn
 (Graphviz DOT, seed 000's drawings), evaluated, differentiated by source
 transformation (``jvp``/``vjp``, in ``transform.py``) and compiled (``codegen.py``).
 """
+import inspect
+import re
+
 import numpy as np
 
-from ..errors import NestadError
-from ..tracer import GUARD, Eqn, Var, _const_key, _param_key, active
-from ..structures import flatten
+from ..errors import InvalidInputError, NestadError
+from ..tracer import GUARD, RAISES, Eqn, Var, _aval, _const_key, _param_key, active
+from ..structures import flatten, leaf_paths
 
 
 class GuardFailure(NestadError):
     """The arguments make a comparison recorded in the program come out differently:
     the program does not compute the function there (``stage`` retraces)."""
 
-    def __init__(self, index):
-        super().__init__(f"guard {index} of the program failed for these arguments")
-        self.index = index
+    def __init__(self, index, site=None):
+        where = f" (the comparison at {site})" if site else ""
+        super().__init__(f"guard {index} of the program failed for these arguments{where}")
+        self.index, self.site = index, site
 
 
 class NumpyCall:
@@ -74,6 +78,8 @@ class Program:
         self.inputs, self.eqns, self.outputs = inputs, eqns, outputs
         self.in_tree, self.out_tree = in_tree, out_tree
         self.static, self.names, self.example = static, names, example
+        self.params = ()        # names of the traced function's positional parameters
+        self.draws = ()         # (generator, method, args, kwargs) of each draw input
         self._compiled = {}
 
     # Pickled and copied without its compiled code (made again when first needed): the
@@ -98,11 +104,32 @@ class Program:
         if tree.signature() != self.in_tree.signature():
             raise NestadError("the arguments do not have the structure the program was "
                               "traced with")
+        flat, generators = [], []
         for k, (x, s) in enumerate(zip(leaves, self.static)):
-            if s is not _TRACED and not _same_static(x, s):
-                raise NestadError(f"static argument leaf {k} is {x!r:.40}, but the program "
-                                  f"was traced with {s!r:.40}")
-        return [x for x, s in zip(leaves, self.static) if s is _TRACED]
+            if s is _GENERATOR:
+                if not isinstance(x, np.random.Generator):
+                    raise InvalidInputError(
+                        f"argument {_argument_path(leaf_paths((tuple(args), kwargs))[k], self.params)} "
+                        f"is {x!r:.40}, but the program was traced with a "
+                        "numpy.random.Generator there (it draws from it on each call)")
+                generators.append(x)
+                continue
+            if s is not _TRACED:
+                if not _same_static(x, s):
+                    raise NestadError(f"static argument leaf {k} is {x!r:.40}, but the program "
+                                      f"was traced with {s!r:.40}")
+                continue
+            # A program is straight-line code for the shapes and dtypes it was traced at
+            # (len(v), loops over rows, int or float arithmetic): others would give a
+            # wrong number silently.
+            var = self.inputs[len(flat)]
+            if _aval(x) != (var.shape, var.dtype, var.scalar):
+                raise InvalidInputError(_mismatch(var, x, k, args, kwargs, self.params))
+            flat.append(x)
+        if self.draws:
+            from .randomness import draw
+            flat.extend(draw(generators, self.draws))
+        return flat
 
     def run_flat(self, values, lifted=False):
         """Evaluate on flat input values; ``lifted`` applies each primitive's public
@@ -114,7 +141,7 @@ class Program:
             op = eqn.op
             args = [read(a) for a in eqn.args]
             if op is GUARD:
-                _check_guard(args[0], eqn.params['expect'], k)
+                _check_guard(args[0], eqn.params, k)
                 continue
             fn = op.lifted if lifted else op.plain
             out = fn(*args, **eqn.params)
@@ -214,18 +241,57 @@ class Program:
         return "\n".join(lines)
 
 
-class _Traced:
-    """The mark of a traced input leaf in Program.static (one object, also in copies and
-    in other processes: the mark is compared by identity)."""
+class _Mark:
+    """A mark in Program.static: ``_TRACED`` for a traced input leaf, ``_GENERATOR`` for a
+    numpy.random.Generator argument, whose draws are inputs.  Marks are compared by
+    identity, so each is one object, also in copies and in other processes."""
+
+    def __init__(self, name):
+        self.name = name
 
     def __reduce__(self):
-        return '_TRACED'
+        return self.name
 
     def __repr__(self):
-        return '<traced>'
+        return f'<{self.name.strip("_").lower()}>'
 
 
-_TRACED = _Traced()
+_TRACED = _Mark('_TRACED')
+_GENERATOR = _Mark('_GENERATOR')
+
+
+def _describe_aval(shape, dtype, scalar):
+    return f"a {dtype} scalar" if scalar else f"an array of shape {shape} and dtype {dtype}"
+
+
+def _mismatch(var, x, k, args, kwargs, params):
+    path = _argument_path(leaf_paths((tuple(args), kwargs))[k], params)
+    return (f"argument {path} is {_describe_aval(*_aval(x))}, but the program was traced "
+            f"with {_describe_aval(var.shape, var.dtype, var.scalar)}: a program computes "
+            "its function only at the shapes and dtypes it was traced at. Trace it again "
+            "for these arguments (nestad.trace(f, ...)), or use nestad.stage(f), which "
+            "traces once per shape and dtype.")
+
+
+def _argument_path(path, params=()):
+    """'[0][1][2]' (a leaf of (args, kwargs)) as 'name[2]', where ``params`` (the names of
+    the positional parameters) names parameter 1, or else 'args[1][2]'; '[1]['n']' as 'n'."""
+    m = re.match(r"\[(\d+)\](\[(\d+|'[^']*')\])?(.*)", path)
+    if not m or m.group(2) is None:
+        return path
+    if m.group(1) == '1':
+        return f"{m.group(3).strip(chr(39))}{m.group(4)}"
+    k = int(m.group(3))
+    return f"{params[k] if k < len(params) else f'args[{k}]'}{m.group(4)}"
+
+
+def positional_names(f):
+    """The names of ``f``'s positional parameters (none if it has no signature)."""
+    try:
+        return [p.name for p in inspect.signature(f).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
 
 
 def _same_static(a, b):
@@ -235,12 +301,12 @@ def _same_static(a, b):
     return type(a) is type(b) and (a is b or a == b)
 
 
-def _check_guard(value, expect, index):
+def _check_guard(value, params, index):
     from ..tracer import is_tracer
     if is_tracer(value):                  # evaluating into another trace: keep the guard
-        value.trace.eqns.append(Eqn(GUARD, (value.var,), {'expect': expect}, ()))
-    elif bool(value) != expect:
-        raise GuardFailure(index)
+        value.trace.eqns.append(Eqn(GUARD, (value.var,), params, ()))
+    elif bool(value) != params['expect']:
+        raise GuardFailure(index, params.get('site'))
 
 
 def op_name(op):
@@ -285,32 +351,85 @@ def _dot_escape(s):
     return s.replace('"', '\\"')
 
 
-def simplify(eqns, outputs):
+def simplify(eqns, outputs, checks=False):
     """(equations, outputs) of a finished trace: dead code removed (loops drop the state
     that no live result needs), then equal computations shared (``share``: tracing
-    shares all but loops, so it has nothing to do without one)."""
-    eqns = remove_dead(eqns, outputs)
+    shares all but loops, so it has nothing to do without one).  ``checks``: keep the
+    unused divisions that could raise (``remove_dead``), in a traced function's own
+    code (not in loop bodies, whose unused state is pruned and shared)."""
+    eqns = remove_dead(eqns, outputs, checks)
     if not any(hasattr(e.op, 'prune') for e in eqns):
         return eqns, outputs
     return share(eqns, outputs)
 
 
-def remove_dead(eqns, outputs):
+def remove_dead(eqns, outputs, checks=False):
     """The equations that outputs or guards depend on, in their order.  An equation
     whose op can drop the results nobody reads (``op.prune``: a loop's dead state
-    slots) is replaced by the smaller one."""
+    slots) is replaced by the smaller one.  With ``checks``, unused equations that
+    raise where eager code raises stay as checks (``_add_checks``)."""
     live = {id(o) for o in outputs if isinstance(o, Var)}
-    kept = []
-    for eqn in reversed(eqns):
+    kept = [None] * len(eqns)
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
         if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
             prune = getattr(eqn.op, 'prune', None)
             if prune is not None:
                 eqn = prune(eqn, [id(v) in live for v in eqn.outs])
-            kept.append(eqn)
+            kept[k] = eqn
             live.update(id(a) for a in eqn.args if isinstance(a, Var))
             live.update(_inner_free_vars(eqn))
-    kept.reverse()
-    return kept
+    if checks and any(e.op in RAISES for e in eqns):
+        _add_checks(eqns, kept)
+    return [e for e in kept if e is not None]
+
+
+def _add_checks(eqns, kept):
+    """Put back the unused equations of ``RAISES`` (``x / y``, ...) as checks of what
+    decides them (``1.0 / y``), with the unused straight-line code that computes it
+    (``y // 1.0``): the gradient of ``x / (y // 1.0) + x`` does not need the division,
+    but eager code raised there.  A check never brings back a loop (nor a state slot a
+    loop dropped): a division whose divisor only an unused loop computes goes with it."""
+    made = {id(v): k for k, e in enumerate(eqns) for v in e.outs}
+    available = {id(v) for e in kept if e is not None for v in e.outs}
+    for k in range(len(eqns) - 1, -1, -1):
+        if kept[k] is not None or eqns[k].op not in RAISES:
+            continue
+        check = _check_only(eqns[k])
+        if check is None:
+            continue
+        need, todo = set(), [a for a in check.args if isinstance(a, Var)]
+        while todo:
+            a = todo.pop()
+            j = made.get(id(a))
+            if j is None or id(a) in available or j in need:
+                continue                          # an input, computed anyway, or seen
+            e = eqns[j]
+            if kept[j] is not None or e.op is GUARD or hasattr(e.op, 'prune') or \
+                    _inner_free_vars(e):
+                break                             # a pruned slot, or a loop: no check
+            need.add(j)
+            todo.extend(a for a in e.args if isinstance(a, Var))
+        else:
+            kept[k] = check
+            for j in need:
+                kept[j] = eqns[j]
+                available.update(id(v) for v in eqns[j].outs)
+
+
+def _check_only(eqn):
+    """An unused equation of a Python operator that raises on some operands (``x / y``
+    where eager code divides by zero, say, and only the derivative, ``1/y``, is an
+    output): kept where it could raise, reading only what decides that (``1.0 / y``);
+    None where it cannot (constant divisor, or arrays, whose numpy operators do not)."""
+    unused = RAISES[eqn.op]
+    if unused and not isinstance(eqn.args[1], Var) or \
+            any(isinstance(a, Var) and not a.scalar for a in eqn.args) or \
+            not any(isinstance(a, Var) for a in eqn.args):
+        return None
+    args = tuple((1 if a.dtype.kind in 'iub' else 1.0) if k in unused and isinstance(a, Var)
+                 else a for k, a in enumerate(eqn.args))
+    return Eqn(eqn.op, args, eqn.params, eqn.outs, eqn.tree)
 
 
 def depends(program, outputs):
