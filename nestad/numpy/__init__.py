@@ -38,11 +38,17 @@ except ImportError:                             # pragma: no cover
 
 
 def _shape(x):
-    return _np.shape(primal_value(x))
+    x = primal_value(x)
+    if x.__class__ is _Batched:       # a member's shape (not through numpy's protocol)
+        return _shape(x.primal)[1:]
+    return _np.shape(x)
 
 
 def _ndim(x):
-    return _np.ndim(primal_value(x))
+    x = primal_value(x)
+    if x.__class__ is _Batched:
+        return _ndim(x.primal) - 1
+    return _np.ndim(x)
 
 
 def _nbatch(t, x):

@@ -14,7 +14,7 @@ from ..values import Batched
 from . import _contract
 from . import max as _max
 from . import (broadcast_to, expand_dims, getitem, moveaxis, reshape, stack,
-               squeeze, where, _batch_last, _ndim, _shape)
+               squeeze, transpose, where, _batch_last, _ndim, _shape)
 
 RULES = batching.BATCH_RULES
 
@@ -131,6 +131,16 @@ def _matrix_product(prim, values, batched, params):
     """matmul and stacked linear algebra of two operands (solve): the members' stack
     axes broadcast, the batch axis leading; a 1-d member (matmul) as a matrix."""
     (a, b), (ba, bb) = values, batched
+    if prim is _MATMUL and ba != bb:
+        # one operand shared by every member: numpy's matmul broadcasts the batch axis
+        # as one more stack axis where the shared operand has at most 2 axes (a weight
+        # matrix: one 2-D product for the whole batch, not a stack of small ones)
+        if ba and _ndim(b) <= 2:
+            return prim.lifted(a, b)
+        if bb and _ndim(a) <= 2:
+            if _member_ndim(b, True) >= 2:
+                return prim.lifted(a, b)
+            return prim.lifted(b, _transpose_shared(a))   # a member vector b: b^T a^T
     va = _member_ndim(a, ba) == 1
     vb = _member_ndim(b, bb) == 1
     if va:
@@ -154,6 +164,10 @@ def _matrix_product(prim, values, batched, params):
     if vb:
         return squeeze(out, -1)
     return squeeze(out, -2) if va else out
+
+
+def _transpose_shared(a):
+    return a if _ndim(a) < 2 else transpose(a)
 
 
 def _dot(prim, values, batched, params):
