@@ -73,25 +73,37 @@ def prim_key(prim):
     return getattr(prim, 'qualname', None) or prim.name
 
 
+def ndim(v):
+    """``np.ndim(v)`` of a stacked value (a perturbed one without numpy's protocol)."""
+    return v.ndim if v.__class__ is np.ndarray else ops.ndim(v)
+
+
 def member_ndim(v, b):
-    return np.ndim(v) - 1 if b else np.ndim(v)
+    return ndim(v) - 1 if b else ndim(v)
 
 
 def pad(v, b, n):
     """Stacked ``v`` with its member's shape padded with leading 1s to ``n`` axes (an
     unbatched value is left alone: numpy's broadcasting aligns it from the right)."""
-    k = member_ndim(v, b)
-    if not b or k >= n:
+    if not b:
         return v
-    s = np.shape(v)
+    k = ndim(v) - 1
+    if k >= n:
+        return v
+    s = v.shape if v.__class__ is np.ndarray else ops.shape(v)
     return ops.reshape(v, (s[0],) + (1,) * (n - k) + s[1:])
 
 
 def elementwise(prim, values, batched, params):
     """The batch rule of a broadcasting elementwise primitive: the members' axes aligned
-    from the right, the batch axis leading."""
-    n = max(member_ndim(v, b) for v, b in zip(values, batched))
-    return prim.lifted(*[pad(v, b, n) for v, b in zip(values, batched)], **params)
+    from the right, the batch axis leading.  Only a batched value with fewer member axes
+    than another's is reshaped (an unbatched one broadcasts from the right as it is)."""
+    if len(values) == 1:
+        return prim.lifted(*values, **params)
+    ks = [ndim(v) - b for v, b in zip(values, batched)]
+    n = max(ks)
+    return prim.lifted(*[pad(v, True, n) if b and k < n else v
+                         for v, b, k in zip(values, batched, ks)], **params)
 
 
 def per_member(prim, values, batched, params):

@@ -29,6 +29,8 @@ class _Ops:
     where = staticmethod(where)
     reshape = staticmethod(reshape)
     max = staticmethod(_max)
+    ndim = staticmethod(_ndim)
+    shape = staticmethod(_shape)
 
 
 batching.ops = _Ops
@@ -153,10 +155,16 @@ def _matrix_product(prim, values, batched, params):
         a = reshape(a, (1,) * (n + 1 - _ndim(a)) + _shape(a))
     if not bb:
         b = reshape(b, (1,) * (n + 1 - _ndim(b)) + _shape(b))
-    if prim is _MATMUL and _shape(a)[-1] == 1:
-        # outer products (a per-example gradient's x g^T): numpy's matmul loops over the
-        # stack for them, broadcasting multiplies at once, to the same numbers
-        out = _MULTIPLY.lifted(a, b)
+    if prim is _MATMUL and _shape(a)[-1] == 1 and _shape(b)[-2] == 1:
+        # outer products (a per-example gradient's x g^T), the same numbers by a product
+        # without a sum: numpy's matmul loops over the stack for them; einsum forms a
+        # stack of them fastest (1.5-2x a broadcasting multiply, whose inner loops are short)
+        if n == 2 and ba and bb:
+            sa, sb = _shape(a), _shape(b)
+            out = _EINSUM.lifted(reshape(a, sa[:2]), reshape(b, (sb[0], sb[2])),
+                                 spec='zi,zj->zij', optimize=False)
+        else:
+            out = _MULTIPLY.lifted(a, b)
     else:
         out = prim.lifted(a, b, **params)
     if va and vb:
@@ -200,6 +208,7 @@ def _stacked(prim, values, batched, params):
 
 _SUM = registry.PRIMITIVES['numpy.sum']
 _MATMUL, _MULTIPLY = registry.PRIMITIVES['numpy.matmul'], registry.PRIMITIVES['numpy.multiply']
+_EINSUM = registry.PRIMITIVES['numpy.einsum']
 _ELEMENTWISE = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum',
                 'logaddexp', 'logaddexp2', 'mod', 'fmod', 'float_power', 'negative', 'where',
                 'astype', 'reciprocal', 'absolute'] + \
