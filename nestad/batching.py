@@ -26,6 +26,7 @@ import collections
 import numpy as np
 
 from . import perturbation
+from .arrays import ArrayPrimitive
 from .errors import InvalidInputError
 from .interpret import Interpretation
 from .structures import flatten
@@ -75,7 +76,24 @@ def prim_key(prim):
 
 def ndim(v):
     """``np.ndim(v)`` of a stacked value (a perturbed one without numpy's protocol)."""
-    return v.ndim if v.__class__ is np.ndarray else ops.ndim(v)
+    c = v.__class__
+    if c is np.ndarray:
+        return v.ndim
+    return 0 if c is float or c is int else ops.ndim(v)
+
+
+_PLAIN = (np.ndarray, float, int)
+
+
+def on_stacked(prim, values, params):
+    """``prim`` applied to stacked values: plain arrays (the members carry no other tag)
+    are evaluated at once, skipping the dispatch that would find no tag among them."""
+    for v in values:
+        if v.__class__ not in _PLAIN:
+            return prim.lifted(*values, **params)
+    if prim.__class__ is ArrayPrimitive:
+        return prim.evaluate(values, params)
+    return prim.lifted(*values, **params)
 
 
 def member_ndim(v, b):
@@ -98,12 +116,11 @@ def elementwise(prim, values, batched, params):
     """The batch rule of a broadcasting elementwise primitive: the members' axes aligned
     from the right, the batch axis leading.  Only a batched value with fewer member axes
     than another's is reshaped (an unbatched one broadcasts from the right as it is)."""
-    if len(values) == 1:
-        return prim.lifted(*values, **params)
-    ks = [ndim(v) - b for v, b in zip(values, batched)]
-    n = max(ks)
-    return prim.lifted(*[pad(v, True, n) if b and k < n else v
-                         for v, b, k in zip(values, batched, ks)], **params)
+    if len(values) > 1:
+        ks = [ndim(v) - b for v, b in zip(values, batched)]
+        n = max(ks)
+        values = [pad(v, True, n) if b and k < n else v for v, b, k in zip(values, batched, ks)]
+    return on_stacked(prim, values, params)
 
 
 def per_member(prim, values, batched, params):

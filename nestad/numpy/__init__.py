@@ -38,6 +38,8 @@ except ImportError:                             # pragma: no cover
 
 
 def _shape(x):
+    if x.__class__ is _np.ndarray:
+        return x.shape
     x = primal_value(x)
     if x.__class__ is _Batched:       # a member's shape (not through numpy's protocol)
         return _shape(x.primal)[1:]
@@ -45,6 +47,8 @@ def _shape(x):
 
 
 def _ndim(x):
+    if x.__class__ is _np.ndarray:
+        return x.ndim
     x = primal_value(x)
     if x.__class__ is _Batched:
         return _ndim(x.primal) - 1

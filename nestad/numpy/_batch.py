@@ -9,7 +9,7 @@ counted in ``batching.FALLBACKS``).
 import numpy as _np
 
 from .. import batching, registry
-from ..batching import elementwise, member_ndim as _member_ndim, pad as _pad
+from ..batching import elementwise, member_ndim as _member_ndim, on_stacked as _on_stacked, pad as _pad
 from ..values import Batched
 from . import _contract
 from . import max as _max
@@ -54,7 +54,7 @@ def _axes(axis, n):
 
 def reduction(prim, values, batched, params):
     (x,), n = values, _member_ndim(values[0], True)
-    return prim.lifted(x, **{**params, 'axis': _axes(params['axis'], n)})
+    return _on_stacked(prim, values, {**params, 'axis': _axes(params['axis'], n)})
 
 
 def along_axis(prim, values, batched, params):
@@ -66,7 +66,7 @@ def along_axis(prim, values, batched, params):
 
 def _reshape(prim, values, batched, params):
     (x,) = values
-    return prim.lifted(x, shape=(_shape(x)[0],) + tuple(params['shape']))
+    return _on_stacked(prim, values, {'shape': (_shape(x)[0],) + tuple(params['shape'])})
 
 
 def _transpose(prim, values, batched, params):
@@ -74,7 +74,7 @@ def _transpose(prim, values, batched, params):
     n = _member_ndim(x, True)
     axes = params['axes']
     axes = tuple(range(n))[::-1] if axes is None else tuple(a % n for a in axes)
-    return prim.lifted(x, axes=(0,) + tuple(a + 1 for a in axes))
+    return _on_stacked(prim, values, {'axes': (0,) + tuple(a + 1 for a in axes)})
 
 
 def _broadcast_to(prim, values, batched, params):
@@ -138,11 +138,11 @@ def _matrix_product(prim, values, batched, params):
         # as one more stack axis where the shared operand has at most 2 axes (a weight
         # matrix: one 2-D product for the whole batch, not a stack of small ones)
         if ba and _ndim(b) <= 2:
-            return prim.lifted(a, b)
+            return _on_stacked(prim, values, params)
         if bb and _ndim(a) <= 2:
             if _member_ndim(b, True) >= 2:
-                return prim.lifted(a, b)
-            return prim.lifted(b, _transpose_shared(a))   # a member vector b: b^T a^T
+                return _on_stacked(prim, values, params)
+            return _on_stacked(prim, (b, _transpose_shared(a)), params)   # a member vector b: b^T a^T
     va = _member_ndim(a, ba) == 1
     vb = _member_ndim(b, bb) == 1
     if va:
@@ -161,8 +161,8 @@ def _matrix_product(prim, values, batched, params):
         # stack of them fastest (1.5-2x a broadcasting multiply, whose inner loops are short)
         if n == 2 and ba and bb:
             sa, sb = _shape(a), _shape(b)
-            out = _EINSUM.lifted(reshape(a, sa[:2]), reshape(b, (sb[0], sb[2])),
-                                 spec='zi,zj->zij', optimize=False)
+            out = _on_stacked(_EINSUM, (reshape(a, sa[:2]), reshape(b, (sb[0], sb[2]))),
+                              {'spec': 'zi,zj->zij', 'optimize': False})
         else:
             out = _MULTIPLY.lifted(a, b)
     else:
