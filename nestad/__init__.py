@@ -18,6 +18,7 @@ from . import numpy  # noqa: E402,F401  (installs array support and numpy dispat
 from .staging import GuardFailure, Program, export, jit, stage, trace, while_loop  # noqa: E402
 from .control import checkpoint, checkpoint_loop, fixed_point, stop_gradient  # noqa: E402
 from .solvers import linear_solve, minimize, odeint, root  # noqa: E402
+from .scan import fori_loop, scan  # noqa: E402
 from . import extend  # noqa: E402
 from .extend import primitive  # noqa: E402
 from .tracer import StagingError  # noqa: E402
@@ -41,7 +42,7 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
-    'vmap', 'trace', 'stage', 'jit', 'export', 'while_loop', 'Program', 'GuardFailure', 'StagingError',
+    'vmap', 'trace', 'stage', 'jit', 'export', 'while_loop', 'scan', 'fori_loop', 'Program', 'GuardFailure', 'StagingError',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'linear_solve', 'root', 'minimize', 'odeint',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',

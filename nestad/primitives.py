@@ -157,24 +157,45 @@ cbrt, CBRT = unary('cbrt', math.cbrt, np.cbrt, lambda x, out: recip(3.0 * (out *
 sin, SIN = unary('sin', math.sin, np.sin, lambda x, out: cos(x))
 cos, COS = unary('cos', math.cos, np.cos, lambda x, out: -sin(x))
 tan, TAN = unary('tan', math.tan, np.tan, lambda x, out: 1.0 + out * out)
-# 1 - x^2 as (1 - x)(1 + x): exact near |x| = 1, where 1 - x*x loses digits
-asin, ASIN = unary('asin', math.asin, np.arcsin, lambda x, out: recip(sqrt((1.0 - x) * (1.0 + x))))
-acos, ACOS = unary('acos', math.acos, np.arccos, lambda x, out: -recip(sqrt((1.0 - x) * (1.0 + x))))
+
+
+def _one_minus_square(x):
+    # 1 - x^2 as (1 - x)(1 + x) near |x| = 1, where 1 - x*x loses digits, but as 1 - x*x
+    # near 0, where the product's derivative (1 - x) - (1 + x) cancels (0 for x = 1e-300)
+    return where(abs_(x) < 0.5, 1.0 - x * x, (1.0 - x) * (1.0 + x))
+
+
+asin, ASIN = unary('asin', math.asin, np.arcsin, lambda x, out: recip(sqrt(_one_minus_square(x))))
+acos, ACOS = unary('acos', math.acos, np.arccos, lambda x, out: -recip(sqrt(_one_minus_square(x))))
 atan, ATAN = unary('atan', math.atan, np.arctan, lambda x, out: recip(1.0 + x * x))
 
-def _sech2(x):
-    # tanh' = 1 / cosh^2 (1 - tanh^2 cancels: 0 from |x| = 19.1 on, 4% off at 18)
-    r = recip(cosh(x))
-    return r * r
 
 
+def _sech2_plain(x):
+    # sech^2 x = 4 t / (1 + t)^2 with t = exp(-2|x|): 1 - tanh^2 cancels (0 from |x| = 19.1
+    # on), and 1 / cosh^2 overflows: its derivative was 0 * inf = nan from |x| = 710 on
+    t = math.exp(-2.0 * abs(x))
+    return 4.0 * t / ((1.0 + t) * (1.0 + t))
+
+
+def sech2_array(x):
+    t = np.exp(-2.0 * np.abs(x))
+    return 4.0 * t / ((1.0 + t) * (1.0 + t))
+
+
+# tanh' = sech^2, a primitive of its own whose derivative -2 sech^2 tanh is a product of
+# bounded factors: every order of tanh's derivatives is finite for every x
+sech2, SECH2 = unary('sech2', _sech2_plain, None, lambda x, out: -2.0 * out * tanh(x),
+                     export=False)
 sinh, SINH = unary('sinh', math.sinh, np.sinh, lambda x, out: cosh(x))
 cosh, COSH = unary('cosh', math.cosh, np.cosh, lambda x, out: sinh(x))
-tanh, TANH = unary('tanh', math.tanh, np.tanh, lambda x, out: _sech2(x))
-asinh, ASINH = unary('asinh', math.asinh, np.arcsinh, lambda x, out: recip(sqrt(x * x + 1.0)))
+tanh, TANH = unary('tanh', math.tanh, np.tanh, lambda x, out: sech2(x))
+# 1 / sqrt(x^2 + 1) as 1 / hypot(x, 1), and sqrt(x - 1) sqrt(x + 1): x * x overflows to inf
+# from |x| = 1.3e154 on, where the derivative 1/|x| is a normal number
+asinh, ASINH = unary('asinh', math.asinh, np.arcsinh, lambda x, out: recip(hypot(x, 1.0)))
 acosh, ACOSH = unary('acosh', math.acosh, np.arccosh,
-                     lambda x, out: recip(sqrt((x - 1.0) * (x + 1.0))))
-atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip((1.0 - x) * (1.0 + x)))
+                     lambda x, out: recip(sqrt(x - 1.0) * sqrt(x + 1.0)))
+atanh, ATANH = unary('atanh', math.atanh, np.arctanh, lambda x, out: recip(_one_minus_square(x)))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 erf, ERF = unary('erf', math.erf, None, lambda x, out: _TWO_OVER_SQRT_PI * exp(-(x * x)))
@@ -280,9 +301,21 @@ def _hypot_plain(x, y):
     return math.hypot(x, y)
 
 
+def _over_hypot(x, y, out):
+    """x / hypot(x, y).  Where |x| >= |y| as sign(x) / sqrt(1 + (y/x)^2), whose derivatives
+    y^2/r^3 and -xy/r^3 are products; the quotient rule's 1/r - x^2/r^3 cancels there (all
+    digits at x = 1e8, y = 0.7).  Each form gets a safe argument where it is not chosen."""
+    near = abs_(x) >= abs_(y)
+    xs = where(near, x, 1.0)
+    q = where(near, y, 0.0) * recip(xs)     # (nan at the origin, as the derivative there)
+    p = primal_value(xs)
+    sign = np.sign(p) if isinstance(p, _ARRAYS) else _sign(p)
+    return where(near, sign * recip(sqrt(1.0 + q * q)), x * recip(where(near, 1.0, out)))
+
+
 hypot, HYPOT = binary('hypot', _hypot_plain,
-                      lambda x, y, out: x * recip(out),
-                      lambda x, y, out: y * recip(out),
+                      lambda x, y, out: _over_hypot(x, y, out),
+                      lambda x, y, out: _over_hypot(y, x, out),
                       emit='math.hypot({0}, {1})', numpy=np.hypot)
 
 

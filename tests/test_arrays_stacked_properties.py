@@ -78,6 +78,7 @@ UNARY = {       # name: value generator for the argument, given r and shape
     'log2': lambda r, s: vals(r, s, 0.2, 3.0), 'log10': lambda r, s: vals(r, s, 0.2, 3.0),
     'sqrt': lambda r, s: vals(r, s, 0.2, 3.0), 'cbrt': away_from_zero,
     'reciprocal': away_from_zero, 'absolute': away_from_zero, 'square': vals, 'negative': vals,
+    '_sech2': vals,         # (tanh's derivative, a primitive of its own; not exported)
 }
 
 BINARY = {      # name: (x generator, y generator)

@@ -1169,3 +1169,103 @@ def test_leaked_perturbation_through_a_control_operator(through, read):
     leaked = _leak('gradient_r', 0)
     with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
         LEAK_READS[read](lambda z: through(leaked))
+
+
+# ---------------------------------------------------------------- loops (scan, fori_loop)
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, {'a': np.zeros(3), 'b': np.zeros(4)}),
+     r"scan: the leaves of xs have different leading lengths \[3, 4\]; give them all the same"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, np.zeros(3), length=5),
+     r"scan: length=5 but xs has 3 rows; drop length or make them agree"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, None),
+     r"scan: xs is None .*so give length=, the number of steps"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, 1.5),
+     r"scan: every leaf of xs needs a leading axis to scan over; a scalar has none"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, np.zeros((0, 2))),
+     r"scan: zero steps .*the shape of ys is unknown; give at least one step"),
+    (lambda: nd.scan(lambda c, x: c + x, 0.0, np.zeros(3)),
+     r"scan: f must return a pair \(carry, y\), not float64; return \(new_carry, None\)"),
+    (lambda: nd.stage(lambda a: nd.scan(lambda c, x: c * x, a, np.ones(3)))(1.0),
+     r"scan: f must return a pair \(carry, y\).*return \(new_carry, None\)"),
+    (lambda: nd.scan(lambda c, x: (c, x), 0.0, None, length=2.0),
+     r"scan: length must be a non-negative int, not 2.0"),
+    (lambda: nd.fori_loop(0, 3.0, lambda i, c: c, 1.0),
+     r"fori_loop: upper must be an integer, not float 3.0; pass the loop bounds as ints"),
+    (lambda: nd.fori_loop(True, 3, lambda i, c: c, 1.0),
+     r"fori_loop: lower must be an integer, not bool True"),
+])
+def test_loops_refuse_bad_arguments(call, match):
+    with pytest.raises(nd.InvalidInputError, match=match):
+        call()
+
+
+def test_scan_refuses_ys_that_change_structure():
+    def step(c, x):
+        return c + x, (x if x > 1 else [x, x])
+    with pytest.raises(nd.InvalidInputError,
+                       match="scan: f returned ys of different structures in two steps"):
+        nd.scan(step, 0.0, np.arange(3.0))
+
+
+def test_staged_scan_body_must_keep_the_carry_dtype():
+    with pytest.raises(nd.StagingError, match=r"keeps its shapes and dtypes \(start a float as "
+                                              r"0.0, not 0\)"):
+        nd.stage(lambda xs: nd.scan(lambda c, x: (c + x, x), 0, xs))(np.ones(3))
+
+# ---------------------------------------------------------------- rules and messages
+# scipy on nestad values: a scipy.special ufunc reaching nestad before nestad.scipy is imported
+# said "numpy.gammaln is not differentiable ... use nestad.numpy"; scipy functions nestad has
+# no version of blamed the numpy function scipy called inside (numpy.result_type).
+
+_BEFORE_NESTAD_SCIPY = r'''
+import sys, numpy as np, scipy.special, nestad as nd
+assert 'nestad.scipy' not in sys.modules
+for x in (2.5, np.array([2.5, 3.0])):
+    for call in (lambda x: scipy.special.gammaln(x), lambda x: scipy.special.zeta(x, 1.0)):
+        try:
+            nd.gradient_r(lambda x: np.sum(call(x)))(x)
+        except TypeError as e:
+            print(e)
+        else:
+            print("no error")
+'''
+
+
+def test_scipy_ufunc_before_importing_nestad_scipy_says_to_import_it():
+    import subprocess
+    import sys
+    pytest.importorskip('scipy')
+    run = subprocess.run([sys.executable, '-c', _BEFORE_NESTAD_SCIPY], capture_output=True,
+                         text=True, timeout=120)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and len(lines) == 4, run.stdout + run.stderr
+    for line in lines[0::2]:
+        assert line.startswith("scipy.special.gammaln on a nestad value: import nestad.scipy "
+                               "first"), line
+    for line in lines[1::2]:
+        assert line.startswith("scipy.special.zeta (through the ufunc _zeta) on a nestad value: "
+                               "import nestad.scipy first"), line
+    assert all("nestad.primitive(f).defpartials" in line for line in lines)
+
+
+@pytest.mark.parametrize('call, error, named', [
+    (lambda x: __import__('scipy.special').special.zeta(x, 1.0), TypeError,
+     r"scipy.special.zeta \(through the ufunc _zeta\) is not differentiable by nestad"),
+    (lambda x: __import__('scipy.special').special.loggamma(x), TypeError,
+     r"scipy.special.loggamma is not differentiable by nestad"),
+    (lambda x: __import__('scipy.special').special.logsumexp(x), (TypeError, PerturbedConversionError),
+     r"scipy.special.logsumexp is not differentiable by nestad: it (passes|converts) its nestad "
+     r"argument"),
+    (lambda x: __import__('scipy.stats').stats.norm.logpdf(x), PerturbedConversionError,
+     r"scipy.stats.rv_continuous.logpdf is not differentiable by nestad: it converts its nestad "
+     r"argument to a plain numpy array"),
+])
+@pytest.mark.parametrize('x', [2.5, np.array([2.5, 3.0])], ids=['scalar', 'array'])
+def test_scipy_function_nestad_does_not_have_is_named_with_what_to_do(call, error, named, x):
+    pytest.importorskip('nestad.scipy')
+    for grad in (nd.gradient_r, nd.gradient_f):
+        with pytest.raises(error, match=named) as info:
+            grad(lambda x: anp.sum(call(x)))(x)
+        assert "nestad.scipy.special and nestad.scipy.stats" in str(info.value)
+        assert "nestad.primitive(f).defpartials" in str(info.value)

@@ -15,6 +15,7 @@ import nestad.scipy  # noqa: F401  (its primitives are nestad's own: their rows 
 from nestad.scipy import linalg as sla, signal
 from nestad import registry
 from nestad.extend import check_rules
+from nestad.staging import loops
 from test_scipy import COMPOSITES as _SCIPY_COMPOSITES, SCIPY_ROWS  # noqa: F401
 
 R = np.random.default_rng(7)
@@ -44,7 +45,7 @@ SCALAR_ROWS = {
     'log10': 1.3, 'sqrt': 1.3, 'cbrt': 1.3, 'sin': 0.3, 'cos': 0.3, 'tan': 0.3, 'asin': 0.3,
     'acos': 0.3, 'atan': 0.3, 'sinh': 0.3, 'cosh': 0.3, 'tanh': 0.3, 'asinh': 0.3,
     'acosh': 1.3, 'atanh': 0.3, 'erf': 0.3, 'erfc': 0.3, 'abs': -0.7, 'recip': 1.3,
-    'neg': 0.3,
+    'neg': 0.3, 'sech2': 0.3,
 }
 SCALAR_BINARY_ROWS = {
     'pow': (1.3, 0.7), 'atan2': (0.3, -0.8), 'hypot': (0.3, -0.8), 'minimum': (0.3, -0.8),
@@ -53,12 +54,13 @@ SCALAR_BINARY_ROWS = {
 }
 _SCALAR_FNS = {'recip': lambda x: 1.0 / x, 'neg': lambda x: -x, 'add': lambda x, y: x + y,
                'sub': lambda x, y: x - y, 'mul': lambda x, y: x * y, 'div': lambda x, y: x / y,
-               'mod': lambda x, y: x % y}
+               'mod': lambda x, y: x % y, 'sech2': nd.primitives.sech2}
 
 # Array primitives: (function, arguments).
 ARRAY_ROWS = {
     'numpy.absolute': (anp.absolute, (np.array([-0.7, 0.4, 1.2]),)),
     'numpy.reciprocal': (anp.reciprocal, (_vec(0.5, 2.0),)),
+    'numpy.sech2': (anp._sech2, (np.array([-30.0, 0.3, 800.0]),)),
     'numpy.negative': (anp.negative, (_vec(),)),
     'numpy.add': (anp.add, (_mat(), _vec())),
     'numpy.subtract': (anp.subtract, (_vec(), _mat())),
@@ -128,6 +130,12 @@ ARRAY_ROWS.update({
 })
 if hasattr(np, 'vecdot'):
     ARRAY_ROWS['numpy.vecdot'] = (anp.vecdot, (_mat(), _vec()))
+# a loop's reads and writes of one row of a stack (scan's xs and ys, stored iterates)
+ARRAY_ROWS.update({
+    'nestad.loops.loop_row': (lambda s: loops.row(s, 1), (_mat(),)),
+    'nestad.loops.loop_row_at': (lambda s: loops.row(s, 2, axis=1), (_mat(),)),
+    'nestad.loops.loop_row_set': (lambda b, v: loops.row_set(b, 1, v), (_mat(), _vec())),
+})
 
 # Piecewise-constant operations: their derivative is zero (checked), their values
 # numpy's / Python's (tested with the functions that use them).

@@ -315,6 +315,8 @@ reciprocal = _elementwise1('reciprocal', lambda x: _np.reciprocal(x) if _np.resu
 absolute = _elementwise1('absolute', _np.absolute, _scalar.ABS,
                          lambda x, out: _np.sign(primal_value(x)))
 abs = absolute   # noqa: A001  (mirrors numpy)
+# tanh's derivative (nestad.primitives.sech2) on arrays; not a numpy function, not exported
+_sech2 = _elementwise1('sech2', _scalar.sech2_array, _scalar.SECH2)
 
 
 def square(x):
@@ -481,8 +483,23 @@ maximum = _elementwise2('maximum', _np.maximum, _scalar.maximum,
                         lambda x, y, out: _tie(x, y), lambda x, y, out: _tie(y, x))
 minimum = _elementwise2('minimum', _np.minimum, _scalar.minimum,
                         lambda x, y, out: _tie(y, x), lambda x, y, out: _tie(x, y))
+
+
+def _logistic(z):
+    """1 / (1 + exp(-z)), each side by the formula whose exponential cannot overflow (the
+    other side's argument is replaced by 0, so its infinities reach no derivative)."""
+    zv = primal_value(z)
+    up = zv >= 0
+    if not is_tracer(up) and _np.all(up):
+        return reciprocal(1.0 + exp(-z))
+    e = exp(where(up, 0.0, z))
+    return where(up, reciprocal(1.0 + exp(-where(up, z, 0.0))), e * reciprocal(1.0 + e))
+
+
+# the partials exp(x - out) lost the digits of x - out, which out's rounding decides once
+# x and y are far apart (1e-3 relative in the second derivative at x - y = 29)
 logaddexp = _elementwise2('logaddexp', _np.logaddexp, None,
-                          lambda x, y, out: exp(x - out), lambda x, y, out: exp(y - out))
+                          lambda x, y, out: _logistic(x - y), lambda x, y, out: _logistic(y - x))
 _mod = _define('mod', _np.mod,
                jvps=(_jvp2(lambda t, x, y, out: t)[0],
                      _jvp2(lambda t, x, y, out: -floor_divide(x, y) * t)[1]),

@@ -5,6 +5,7 @@
 call nestad.numpy's version; a numpy function nestad does not know raises a TypeError
 naming it, instead of silently computing on primal values and dropping the derivative.
 """
+import sys
 import threading
 
 import numpy as np
@@ -89,7 +90,53 @@ def _public_name(func):
     return f"{module}.{getattr(func, '__name__', repr(func))}"
 
 
+_SCIPY_ADVICE = (
+    "nestad.scipy.special and nestad.scipy.stats have differentiable versions of some scipy "
+    "functions (README, section SciPy); for another, write it with nestad.numpy functions or "
+    "define a primitive with nestad.primitive(f).defpartials(...) (README, section "
+    "Controlling differentiation, and adding primitives)")
+
+
+def _scipy_caller():
+    """'scipy.stats.rv_continuous.logpdf': the outermost scipy function on the stack, when a
+    nestad value reached numpy from inside scipy (the user called that function, not the
+    numpy one); None otherwise.  Only on the way to an error."""
+    frame, found = sys._getframe(1), None
+    while frame is not None:
+        module = frame.f_globals.get('__name__', '')
+        if module == 'scipy' or module.startswith('scipy.'):
+            found = f"{'.'.join(module.split('.')[:2])}.{frame.f_code.co_qualname}"
+        elif found:
+            break
+        frame = frame.f_back
+    return found
+
+
+def _foreign_ufunc(ufunc):
+    """The error for a ufunc that is not numpy's: scipy.special's (gammaln, the private ones
+    its functions call), whose rules nestad.scipy installs."""
+    name = ufunc.__name__
+    special = sys.modules.get('scipy.special')
+    if special is not None and getattr(special, name, None) is ufunc:
+        name = f"scipy.special.{name}"
+    else:
+        caller = _scipy_caller()
+        name = f"{caller} (through the ufunc {name})" if caller else f"the ufunc {name}"
+    if 'nestad.scipy' not in sys.modules:
+        return TypeError(
+            f"{name} on a nestad value: import nestad.scipy first; it makes scipy.special's "
+            "functions that nestad.scipy.special has rules for differentiate (or call "
+            f"nestad.scipy.special's function itself). {_SCIPY_ADVICE}.")
+    return TypeError(f"{name} is not differentiable by nestad: calling it on a nestad value "
+                     f"would drop the derivative. {_SCIPY_ADVICE}.")
+
+
 def _unsupported(name):
+    caller = _scipy_caller()
+    if caller:
+        return TypeError(
+            f"{caller} is not differentiable by nestad: it passes its nestad argument to {name}, "
+            f"which would drop the derivative. {_SCIPY_ADVICE}.")
     alternative = ALTERNATIVES.get(name)
     instead = (f"Use {alternative} instead" if alternative else
                "nestad.numpy has no differentiable version of it: use the functions nestad.numpy "
@@ -151,7 +198,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if method == '__call__':
         fn = UFUNCS.get(ufunc)
         if fn is None:
-            raise _unsupported(name)
+            raise (_unsupported(name) if getattr(np, ufunc.__name__, None) is ufunc
+                   else _foreign_ufunc(ufunc))
         return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'}, ufunc)
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
         reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
@@ -263,6 +311,11 @@ def _array(self, dtype=None, copy=None):
             "nestad.numpy.where, or loop over the indices outside vmap.")
     # numpy.asarray / ndarray methods that cannot be intercepted would otherwise build an
     # object array and compute without the derivative.
+    caller = _scipy_caller()
+    if caller:
+        raise PerturbedConversionError(
+            f"{caller} is not differentiable by nestad: it converts its nestad argument to a "
+            f"plain numpy array, which would drop the derivative. {_SCIPY_ADVICE}.")
     raise PerturbedConversionError(
         "converting a nestad value to a plain numpy array would drop its derivative "
         "(numpy.asarray, numpy.array, ndarray methods such as a.dot(x), storing it into a numpy "

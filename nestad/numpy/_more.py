@@ -6,7 +6,7 @@ import math
 import numpy as _np
 
 from . import (_as_operand, _axis_index, _dpow_dx, _dpow_dy, _elementwise2, _ndim, _plain_operand, _shape, absolute,
-               astype, concatenate, exp2, getitem, isfinite, isnan, maximum, minimum, negative,
+               astype, concatenate, getitem, _logistic, isfinite, isnan, maximum, minimum, negative,
                reshape, sin, transpose, vstack, where)
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
@@ -59,9 +59,12 @@ def sinc(x):
     return where(small, series, sin(_np.pi * safe) / (_np.pi * safe))
 
 
-# log2(2^x + 2^y): numpy's values, rules 2^(x - out) and 2^(y - out)
+# log2(2^x + 2^y): numpy's values, rules 2^x / (2^x + 2^y) (as logaddexp's: not 2^(x - out),
+# which loses the digits of x - out to out's rounding)
 logaddexp2 = _elementwise2('logaddexp2', _np.logaddexp2, None,
-                           lambda x, y, out: exp2(x - out), lambda x, y, out: exp2(y - out))
+                           lambda x, y, out: _logistic((x - y) * _LN2),
+                           lambda x, y, out: _logistic((y - x) * _LN2))
+_LN2 = math.log(2.0)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):

@@ -9,6 +9,7 @@ one with respect to them, or to a shape parameter whose derivative scipy cannot 
 (the first argument of ``gammainc``), raises instead of returning a silent zero.
 """
 import math
+from fractions import Fraction
 
 import numpy as np
 import scipy.special as _sp
@@ -17,7 +18,7 @@ from .. import numpy as anp
 from .. import registry
 from ..errors import NestadError
 from ..extend import primitive
-from ..primitives import recip
+from ..primitives import recip, sqrt
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
 
@@ -121,18 +122,26 @@ betaln = _define('betaln', lambda a, b: _sp.betaln(a, b),
 
 
 def _gammainc_dx(a, x, out):
-    # x^(a-1) e^-x / Gamma(a), by logarithms (no overflow for large a and x) except at
-    # x = 0, where by the power: the logarithms' derivatives would be 0 * inf there
-    # (for a = 1 the derivative at 0 is 1; for a = 2 the second derivative is 1)
-    edge = primal_value(x) == 0
+    # x^(a-1) e^-x / Gamma(a), by logarithms (no overflow for large a and x) except below
+    # x = 1, where by the power: at x = 0 the logarithms' derivatives would be 0 * inf (for
+    # a = 1 the derivative at 0 is 1; for a = 2 the second derivative is 1), and at tiny x
+    # their exp underflows to 0 where the higher derivatives are normal numbers (a = 2.5,
+    # x = 1e-300: the second derivative was 0 for 1e-150, the third nan for 6e149)
+    edge = primal_value(x) < 1.0
     return _at_edge(edge, lambda x: anp.power(x, a - 1.0) * anp.exp(-x - gammaln(a)),
                     lambda x: anp.exp(-x + (a - 1.0) * anp.log(x) - gammaln(a)), 1.0)(x)
 
 
+def _powers_safe(a, b):
+    """Where x^(a-1) (1-x)^(b-1) / B(a, b) may be computed by powers (as the incomplete gamma
+    function's below 1): B(a, b) does not underflow.  Otherwise by logarithms."""
+    return betaln(primal_value(a), primal_value(b)) > -700.0
+
+
 def _betainc_dx(a, b, x, out):
-    # x^(a-1) (1-x)^(b-1) / B(a, b), by logarithms inside (0, 1), by powers at 0 and 1
-    xv = primal_value(x)
-    edge = np.logical_or(xv == 0, xv == 1)
+    # x^(a-1) (1-x)^(b-1) / B(a, b), by powers (exact derivatives at 0 and 1 and near them),
+    # by logarithms for parameters so large that B(a, b) underflows
+    edge = _powers_safe(a, b)
     return _at_edge(edge,
                     lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta(a, b),
                     lambda x: anp.exp((a - 1.0) * anp.log(x) + (b - 1.0) * anp.log1p(-x)
@@ -158,10 +167,30 @@ erf = _define('erf', lambda x: _sp.erf(x), lambda x, out: _TWO_OVER_SQRT_PI * an
 erfc = _define('erfc', lambda x: _sp.erfc(x), lambda x, out: -_TWO_OVER_SQRT_PI * anp.exp(-x * x))
 erfinv = _define('erfinv', lambda x: _sp.erfinv(x),
                  lambda x, out: _SQRT_PI_OVER_TWO * anp.exp(out * out))
+
+
+def _erfcx_dx(x, out):
+    # 2 x erfcx(x) - 2/sqrt(pi) cancels for large x (all digits lost at x = 1e8, the third
+    # derivative 26 times too large at 720): there the asymptotic series in u = 1 / (2 x^2),
+    # (2/sqrt(pi)) sum_n (-1)^n (2n-1)!! u^n, twelve terms (relative error 1e-22 at x = 25)
+    big = primal_value(x) > 25.0
+    if not is_tracer(big) and not np.any(big):
+        return 2.0 * x * out - _TWO_OVER_SQRT_PI
+
+    def series(x):
+        r = recip(x)
+        u = 0.5 * r * r
+        total = 0.0
+        for c in _ERFCX_SERIES:
+            total = (total + c) * u
+        return _TWO_OVER_SQRT_PI * total
+    return _at_edge(big, series, lambda x: 2.0 * x * erfcx(x) - _TWO_OVER_SQRT_PI, 30.0)(x)
+
+
+_ERFCX_SERIES = [(-1.0) ** n * math.prod(range(1, 2 * n, 2)) for n in range(12, 0, -1)]
 # erfcx(x) = exp(x^2) erfc(x), the scaled complement: ratios such as the normal density over
 # its distribution function without the cancellation of their logarithms
-erfcx = _define('erfcx', lambda x: _sp.erfcx(x),
-                lambda x, out: 2.0 * x * out - _TWO_OVER_SQRT_PI)
+erfcx = _define('erfcx', lambda x: _sp.erfcx(x), _erfcx_dx)
 erfcinv = _define('erfcinv', lambda x: _sp.erfcinv(x),
                   lambda x, out: -_SQRT_PI_OVER_TWO * anp.exp(out * out))
 
@@ -190,9 +219,54 @@ ive = _define('ive', lambda v, x: _sp.ive(v, x), _no_derivative('special.ive', '
               lambda v, x, out: 0.5 * (ive(v - 1, x) + ive(v + 1, x)) - anp.sign(x) * out)
 i0 = _define('i0', lambda x: _sp.i0(x), lambda x, out: i1(x))
 i1 = _define('i1', lambda x: _sp.i1(x), lambda x, out: 0.5 * (i0(x) + iv(2, x)))
-i0e = _define('i0e', lambda x: _sp.i0e(x), lambda x, out: i1e(x) - anp.sign(x) * out)
-i1e = _define('i1e', lambda x: _sp.i1e(x),
-              lambda x, out: 0.5 * (i0e(x) + ive(2, x)) - anp.sign(x) * out)
+def _asymptotic(nu, terms=20):
+    """(-1)^k a_k(nu), k = 0..terms-1: e^-x I_nu(x) ~ (2 pi x)^(-1/2) sum_k (-1)^k a_k(nu) x^-k,
+    a_k(nu) = prod_(j <= k) (4 nu^2 - (2j - 1)^2) / (k! 8^k)."""
+    coefs = [Fraction(1)]
+    for k in range(1, terms):
+        coefs.append(-coefs[-1] * (4 * nu * nu - (2 * k - 1) ** 2) / (8 * k))
+    return coefs
+
+
+_A0, _A1 = _asymptotic(0), _asymptotic(1)
+# beyond |x| = 50, the derivatives of i0e and i1e as series in 1/|x| (i0e' = i1e - i0e and
+# i1e' = i0e - i1e - i1e / x for x > 0, their leading terms cancelled exactly): the formulas
+# below cancel (relative error |x| eps: 1e-8 at 1e8, the second derivative twice too large);
+# 20 terms, relative truncation error below 1e-22 at 50
+_I0E_DX = [float(c1 - c0) for c0, c1 in zip(_A0, _A1)]
+_I1E_DX = [float(c0 - c1 - (_A1[k - 1] if k else 0)) for k, (c0, c1) in enumerate(zip(_A0, _A1))]
+
+
+def _bessel_tail(coefs, x):
+    """(2 pi |x|)^(-1/2) sum_k coefs[k] |x|^-k."""
+    a = anp.absolute(x)
+    r = recip(a)
+    total = 0.0
+    for c in reversed(coefs):
+        total = total * r + c
+    return total * recip(sqrt(2.0 * math.pi * a))
+
+
+def _far(x):
+    return np.abs(primal_value(x)) > 50.0
+
+
+i0e = _define('i0e', lambda x: _sp.i0e(x),
+              lambda x, out: _at_edge(_far(x), lambda x: anp.sign(x) * _bessel_tail(_I0E_DX, x),
+                                      lambda x: i1e(x) - anp.sign(x) * i0e(x), 100.0)(x))
+
+
+def _i1e_dx(x, out):
+    # I1' = (I0 + I2) / 2 (finite at 0), but scipy's ive(2, x) is nan from |x| = 1e17 or so:
+    # beyond |x| = 1 I1' = I0 - I1 / x, beyond 50 the series
+    big = np.abs(primal_value(x)) > 1.0
+    return _at_edge(big, lambda x: _at_edge(_far(x), lambda x: _bessel_tail(_I1E_DX, x),
+                                            lambda x: i0e(x) - i1e(x) / x - anp.sign(x) * i1e(x),
+                                            100.0)(x),
+                    lambda x: 0.5 * (i0e(x) + ive(2, x)) - anp.sign(x) * i1e(x), 2.0)(x)
+
+
+i1e = _define('i1e', lambda x: _sp.i1e(x), _i1e_dx)
 
 
 # ---------------------------------------------------------------- Bessel functions

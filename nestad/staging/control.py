@@ -15,7 +15,9 @@ does, and end in a plain loop once no perturbation is left:
   scalar it is differentiated with respect to (a batched tangent for arrays), which
   gives the Jacobian of the final state; each final leaf is a tape cell whose partials
   are its blocks.  This costs a forward pass per input direction, so it suits the small
-  states of solvers and simulations; it keeps no per-iteration tape.
+  states of solvers and simulations; it keeps no per-iteration tape.  With many input
+  scalars the adjoint rule runs instead (``loops``: the body's vjp backward over stored
+  iterates, a constant times the forward loop).
 
 The state is a structure of numbers and arrays whose shapes and dtypes the body
 keeps.  Everything differentiated must be in the state: the body and the condition
@@ -66,8 +68,13 @@ def while_loop(cond, body, state):
         return tree.build(_loop(cond_flat, body_flat, leaves))
     except _Unroll:
         # The body reads, from its closure, a value that an enclosing gradient_r
-        # differentiates: its tape cells cannot become loop state, so the loop runs as
-        # Python's (unrolled into the trace, the program fixed to this trip count).
+        # differentiates: found in its closure cells, the value becomes loop state
+        # (loops.closure_converted); else its tape cells cannot become loop state, so
+        # the loop runs as Python's (unrolled, the program fixed to this trip count).
+        from .loops import closure_converted
+        out = closure_converted(cond, body, state)
+        if out is not None:
+            return out
         return _python_loop(cond, body, state, StagingError)
 
 
@@ -326,6 +333,9 @@ def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
                     perturbation.retire(tag)
         return out + new_dirs
 
+    # A body run under an older run's own tag (``tags``) cannot take the adjoint rule
+    # (loops.use_adjoint): its vjp's newer tag would sit inside that run's Bundles.
+    body_aug.reuses_tag = tags is not None or getattr(body_f, 'reuses_tag', False)
     flat = list(primals) + [ts[j] for ts in directions for j in active]
     res = _loop(cond_aug, body_aug, flat)
     touts = []
@@ -378,7 +388,11 @@ def _like(t, like):
 
 def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     """Reverse mode: the Jacobian of the final state by forward directions, then one
-    tape cell per float output leaf with the Jacobian's blocks as partials."""
+    tape cell per float output leaf with the Jacobian's blocks as partials; or the
+    adjoint rule where it is cheaper (``loops``: many input scalars)."""
+    from . import loops
+    if loops.use_adjoint(primals, carried, slots, body_f):
+        return loops.reverse(cond_f, body_f, leaves, primals, carried, slots, top)
     inputs = [k for k in slots if carried[k]]
     if all(np.ndim(primal_value(primals[k])) == 0 for k in slots):
         directions = [[1.0 if k == i else 0.0 for k in slots] for i in inputs]

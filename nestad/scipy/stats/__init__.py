@@ -6,6 +6,7 @@ so higher derivatives work too.  Where a derivative would need a function scipy 
 (a distribution function's derivative in a shape parameter, such as ``gamma.cdf`` in
 ``a``), asking for it raises instead of giving a silent zero.
 """
+import functools
 import math
 import sys
 import types
@@ -16,16 +17,34 @@ import scipy.stats as _st
 from ... import numpy as anp
 from ...extend import primitive
 from ...primitives import recip
+from ...tracer import is_tracer
 from ...values import primal_value
-from ..special import _at_edge, _no_derivative, _own, _ratio, digamma, erfcx, gammaln, polygamma
+from ..special import (_at_edge, _no_derivative, _own, _powers_safe, _ratio, digamma, erfcx,
+                       gammaln, polygamma)
 from ..special import beta as beta_fn
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _SHAPE = "scipy has no derivative of this distribution function in its shape parameter"
 
 
+def _nan_if_invalid(partial):
+    """The partial, but nan where scipy's value ``out`` is nan: a parameter outside its domain
+    (scale <= 0, a shape parameter <= 0, ...).  The formula would give a number there
+    (norm.logpdf's derivative in scale at scale = -1 was 0.96); the partial times a constant
+    nan is nan at every order, in every mode."""
+    @functools.wraps(partial)
+    def checked(*args):
+        d = partial(*args)
+        bad = anp.isnan(primal_value(args[-1]))
+        if not is_tracer(bad) and not np.any(bad):
+            return d
+        return d * anp.where(bad, np.nan, 1.0)
+    return checked
+
+
 def _define(name, plain, *partials):
-    return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(*partials))
+    return _own(primitive(plain, name=f"scipy.stats.{name}").defpartials(
+        *[_nan_if_invalid(p) for p in partials]))
 
 
 def _distribution(name, **functions):
@@ -40,24 +59,28 @@ def _distribution(name, **functions):
 
 # ---------------------------------------------------------------- normal
 
+def _over(n, d):
+    return anp.divide(n, d)     # (IEEE: a scale or df of 0 gives inf or nan, not ZeroDivisionError)
+
+
 def _sq(v):
     return v * v            # (not v ** 2: Python's float power raises OverflowError)
 
 
 def _z(x, loc, scale):
-    return (x - loc) / scale
+    return _over(x - loc, scale)
 
 
 _norm_logpdf = _define(
     'norm.logpdf', lambda x, loc, scale: _st.norm.logpdf(x, loc, scale),
-    lambda x, loc, scale, out: -_z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: (_sq(_z(x, loc, scale)) - 1.0) / scale)
+    lambda x, loc, scale, out: _over(-_z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(_z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(_sq(_z(x, loc, scale)) - 1.0, scale))
 _norm_pdf = _define(
     'norm.pdf', lambda x, loc, scale: _st.norm.pdf(x, loc, scale),
-    lambda x, loc, scale, out: -out * _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: out * _z(x, loc, scale) / scale,
-    lambda x, loc, scale, out: out * (_sq(_z(x, loc, scale)) - 1.0) / scale)
+    lambda x, loc, scale, out: _over(-out * _z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(out * _z(x, loc, scale), scale),
+    lambda x, loc, scale, out: _over(out * (_sq(_z(x, loc, scale)) - 1.0), scale))
 _norm_cdf = _define(
     'norm.cdf', lambda x, loc, scale: _st.norm.cdf(x, loc, scale),
     lambda x, loc, scale, out: _norm_pdf(x, loc, scale),
@@ -73,9 +96,9 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _SQRT_HALF = math.sqrt(0.5)
 _norm_logcdf = _define(
     'norm.logcdf', lambda x, loc, scale: _st.norm.logcdf(x, loc, scale),
-    lambda x, loc, scale, out: _mills(_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: -_mills(_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: -_mills(_z(x, loc, scale)) * _z(x, loc, scale) / scale)
+    lambda x, loc, scale, out: _over(_mills(_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(-_mills(_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(-_mills(_z(x, loc, scale)) * _z(x, loc, scale), scale))
 _norm_sf = _define(
     'norm.sf', lambda x, loc, scale: _st.norm.sf(x, loc, scale),
     lambda x, loc, scale, out: -_norm_pdf(x, loc, scale),
@@ -83,9 +106,9 @@ _norm_sf = _define(
     lambda x, loc, scale, out: _norm_pdf(x, loc, scale) * _z(x, loc, scale))
 _norm_logsf = _define(
     'norm.logsf', lambda x, loc, scale: _st.norm.logsf(x, loc, scale),
-    lambda x, loc, scale, out: -_mills(-_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) / scale,
-    lambda x, loc, scale, out: _mills(-_z(x, loc, scale)) * _z(x, loc, scale) / scale)
+    lambda x, loc, scale, out: _over(-_mills(-_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(_mills(-_z(x, loc, scale)), scale),
+    lambda x, loc, scale, out: _over(_mills(-_z(x, loc, scale)) * _z(x, loc, scale), scale))
 
 norm = _distribution(
     'norm',
@@ -101,18 +124,18 @@ norm = _distribution(
 
 def _t_u(x, df, loc, scale):
     z = _z(x, loc, scale)
-    return z, 1.0 + z * z / df
+    return z, 1.0 + _over(z * z, df)
 
 
 _t_logpdf = _define(
     't.logpdf', lambda x, df, loc, scale: _st.t.logpdf(x, df, loc, scale),
-    lambda x, df, loc, scale, out: -(df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - 0.5 / df
+    lambda x, df, loc, scale, out: _over(-(df + 1.0) * _z(x, loc, scale), df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: 0.5 * (digamma((df + 1.0) / 2.0) - digamma(df / 2.0)) - _over(0.5, df)
     - 0.5 * anp.log(_t_u(x, df, loc, scale)[1])
     + (df + 1.0) * _sq(_z(x, loc, scale)) * recip(2.0 * df * df * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: (df + 1.0) * _z(x, loc, scale) / (df * scale * _t_u(x, df, loc, scale)[1]),
-    lambda x, df, loc, scale, out: ((df + 1.0) * _sq(_z(x, loc, scale))
-                                    / (df * _t_u(x, df, loc, scale)[1]) - 1.0) / scale)
+    lambda x, df, loc, scale, out: _over((df + 1.0) * _z(x, loc, scale), df * scale * _t_u(x, df, loc, scale)[1]),
+    lambda x, df, loc, scale, out: _over(_over((df + 1.0) * _sq(_z(x, loc, scale)),
+                                               df * _t_u(x, df, loc, scale)[1]) - 1.0, scale))
 _t_cdf = _define(
     't.cdf', lambda x, df, loc, scale: _st.t.cdf(x, df, loc, scale),
     lambda x, df, loc, scale, out: anp.exp(_t_logpdf(x, df, loc, scale)),
@@ -132,14 +155,15 @@ t = _distribution(
 
 _gamma_logpdf = _define(
     'gamma.logpdf', lambda x, a, loc, scale: _st.gamma.logpdf(x, a, loc, scale),
-    lambda x, a, loc, scale, out: (_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
+    lambda x, a, loc, scale, out: _over(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0, scale),
     lambda x, a, loc, scale, out: anp.log(_z(x, loc, scale)) - digamma(a),
-    lambda x, a, loc, scale, out: -(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0) / scale,
-    lambda x, a, loc, scale, out: (_z(x, loc, scale) - a) / scale)
+    lambda x, a, loc, scale, out: _over(-(_ratio(a - 1.0, _z(x, loc, scale)) - 1.0), scale),
+    lambda x, a, loc, scale, out: _over(_z(x, loc, scale) - a, scale))
 def _gamma_pdf(x, a, loc, scale):
-    # exp(logpdf), but at the support's end (z = 0) z^(a-1) e^-z / (Gamma(a) scale), whose
-    # derivatives are exact there (the logarithm's are 0 * inf)
-    edge = primal_value(_z(x, loc, scale)) == 0
+    # exp(logpdf), but below z = 1 z^(a-1) e^-z / (Gamma(a) scale), whose derivatives are
+    # exact at the support's end (the logarithm's are 0 * inf) and do not underflow near it
+    # (as special.gammainc's)
+    edge = primal_value(_z(x, loc, scale)) < 1.0
     return _at_edge(edge, lambda x: anp.power(_z(x, loc, scale), a - 1.0)
                     * anp.exp(-_z(x, loc, scale) - gammaln(a)) / scale,
                     lambda x: anp.exp(_gamma_logpdf(x, a, loc, scale)), loc + scale)(x)
@@ -167,9 +191,9 @@ _beta_logpdf = _define(
     lambda x, a, b, out: anp.log(x) - digamma(a) + digamma(a + b),
     lambda x, a, b, out: anp.log1p(-x) - digamma(b) + digamma(a + b))
 def _beta_pdf(x, a, b):
-    # exp(logpdf), but by powers at 0 and 1, where the logarithm's derivatives are 0 * inf
-    xv = primal_value(x)
-    return _at_edge(np.logical_or(xv == 0, xv == 1),
+    # by powers, as special.betainc's derivative (the logarithm's derivatives are 0 * inf at
+    # 0 and 1, and underflow near them)
+    return _at_edge(_powers_safe(a, b),
                     lambda x: anp.power(x, a - 1.0) * anp.power(1.0 - x, b - 1.0) / beta_fn(a, b),
                     lambda x: anp.exp(_beta_logpdf(x, a, b)), 0.5)(x)
 
@@ -238,8 +262,9 @@ def _rank(cov, allow_singular):
     s = np.linalg.eigvalsh(primal_value(cov))
     eps = 1e6 * np.finfo(float).eps * np.max(np.abs(s))
     if np.min(s) < -eps:
-        raise ValueError("multivariate_normal: the covariance matrix must be positive "
-                         "semidefinite")
+        raise ValueError("nestad.scipy.stats.multivariate_normal: the covariance matrix must be "
+                         "symmetric positive definite (semidefinite with allow_singular=True), "
+                         "as scipy's; pass a valid cov")
     if np.min(s) > eps:
         return None
     if not allow_singular:
@@ -274,7 +299,22 @@ multivariate_normal = _distribution(
     entropy=_mvn_entropy)
 
 
+def _check_dirichlet(x, alpha):
+    """scipy's refusals of alpha <= 0 and of entries of x outside [0, 1], where the formula
+    would give a number (or -inf).  Unlike scipy, a point whose entries do not sum to 1 is
+    taken: the density extended by its formula, so that derivatives in x (which leave the
+    simplex) exist.  Staged code cannot check traced values."""
+    a, v = primal_value(alpha), primal_value(x)
+    if not is_tracer(a) and np.any(np.asarray(a) <= 0):
+        raise ValueError("nestad.scipy.stats.dirichlet: all parameters alpha must be greater "
+                         "than 0 (as scipy's)")
+    if not is_tracer(v) and (np.any(np.asarray(v) < 0) or np.any(np.asarray(v) > 1)):
+        raise ValueError("nestad.scipy.stats.dirichlet: the entries of x must lie in [0, 1] "
+                         "(a point of the simplex, as scipy's)")
+
+
 def _dirichlet_logpdf(x, alpha):
+    _check_dirichlet(x, alpha)
     return (anp.sum((alpha - 1.0) * anp.log(x), axis=0) + gammaln(anp.sum(alpha))
             - anp.sum(gammaln(alpha)))
 

@@ -1,0 +1,460 @@
+"""Reverse mode through a staged loop by its adjoint: stored iterates, a backward loop.
+
+``while_loop``'s forward-direction reverse rule (``control._reverse``) carries one
+tangent per input scalar through the loop: cheap for a few slots, ``d`` times the
+forward loop for ``d`` input scalars.  The adjoint rule here costs a constant times the
+forward loop whatever ``d``:
+
+* forward: the loop runs once as a ``STASH`` equation, a ``while`` that also keeps
+  every iterate of the state slots the body changes (``vary``) and returns them
+  stacked (one array per slot, its first axis the iteration) with the trip count;
+  slots the body returns unchanged (loop invariants, captured values) are not kept;
+* backward: when the reverse phase reaches the loop's results, one ``nestad.while_loop``
+  runs from the last iterate to the first, mapping the state's cotangent by the vjp
+  of one body step at the stored iterate (the body recomputed once per step).  The
+  cotangent of an invariant slot is carried along and summed, as it is for any slot
+  the body returns unchanged.
+
+The results are tape cells of the run whose single partial goes to one shared *hub*
+cell; the hub's partials call the backward loop, so it runs once for all results
+together, not once per result.  The backward loop is an ordinary ``while_loop``, so a
+cotangent that carries a perturbation is differentiated through it like any loop.
+
+Rule choice (``use_adjoint``): the forward-direction rule costs about ``1 + d``
+forward loops for ``d`` input scalars (less for array states, whose directions are
+one batched numpy pass), and its loop is shared with the primal loop when the
+function also computes its value; the adjoint costs about 3 to 4 (forward with
+storage, then the body's recomputation and reverse sweep per step) plus the primal
+loop it does not share.  Measured (benchmarks/loops.py): a 200-step loop on an
+n-vector 3.4x (directions) against 3.5x (adjoint) at n = 1, 4.1x against 3.2x at
+n = 10, 120x against 3x at n = 100; GradBench particle with five scalar slots (d = 5)
+is faster with directions.  So the adjoint is chosen from ``ADJOINT_MIN_DIRECTIONS``
+= 8 input scalars on, and only where the primals carry no other run (its stored
+iterates are plain values) and the body does not run under a forward run's own tag
+(reverse over forward: the vjp's newer tag would sit inside that older run's values).
+Memory: one copy of the changing state per iteration (no checkpointing yet).
+
+``closure_converted`` (at the end) lets a body read perturbed values from its closure
+without unrolling: ``while_loop`` calls it where it would otherwise unroll.
+"""
+import types
+
+import numpy as np
+
+from ..arrays import VJP, ArrayPrimitive, apply, make_cell
+from ..errors import InvalidInputError
+from ..structures import flatten
+from ..tracer import Eqn, StagingError, Var, active, is_tracer, resolve
+from ..values import Perturbed, primal_value
+
+# The forward-direction rule below this many input scalars (see the module docstring;
+# measured in benchmarks/loops.py).
+ADJOINT_MIN_DIRECTIONS = 8
+
+
+def use_adjoint(primals, carried, slots, body_f):
+    """Is the adjoint rule the cheaper one here (and applicable)?"""
+    if any(isinstance(p, Perturbed) for p in primals):
+        return False               # nested: the forward-direction rule peels the other runs
+    if getattr(body_f, 'reuses_tag', False):
+        return False               # the body runs under a forward run's tag (see _loop_jvp)
+    d = sum(int(np.prod(np.shape(primal_value(primals[k])))) for k in slots if carried[k])
+    if d < ADJOINT_MIN_DIRECTIONS:
+        return False
+    # the body reads a value of this run from its closure: keep the old rule's handling
+    return not any(isinstance(o, Perturbed) for o in body_f(list(primals)))
+
+
+def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
+    """Tape cells of run ``top`` for the loop's final state, by the adjoint rule."""
+    probe = body_f(list(primals))
+    vary = [k for k, (o, p) in enumerate(zip(probe, primals)) if o is not p]
+    res = stash(cond_f, body_f, list(primals), vary)
+    n = len(primals)
+    finals, trips, stacks = res[:n], res[n], dict(zip(vary, res[n + 1:]))
+    inputs = [k for k in slots if carried[k]]
+    shapes = [np.shape(primal_value(primals[k])) for k in slots]
+    sizes = [int(np.prod(s)) for s in shapes]
+    offsets = np.cumsum([0] + sizes)
+    hub_value = np.zeros(int(offsets[-1]))
+    pull = _Backward(body_f, primals, slots, shapes, offsets, trips, stacks)
+    hub = make_cell(top, hub_value, tuple(
+        (leaves[k], VJP(_input_rule, (), hub_value, dict(pull=pull, j=slots.index(k))))
+        for k in inputs))
+    cells = list(finals)
+    for j, k in enumerate(slots):
+        cells[k] = make_cell(top, finals[k], ((hub, VJP(
+            _place_rule, (), finals[k], dict(start=int(offsets[j]), size=sizes[j],
+                                              total=int(offsets[-1])))),))
+    return cells
+
+
+def _place_rule(g, out, start, size, total):
+    """Output leaf's cotangent ``g`` placed at its segment of the hub's."""
+    from .. import numpy as anp
+    return anp.at(np.zeros(total))[start:start + size].set(anp.reshape(g, (size,)))
+
+
+def _input_rule(g, out, pull, j):
+    return pull.cotangents(g)[j]
+
+
+class _Backward:
+    """The backward loop, run once per hub cotangent (the reverse phase asks each
+    input's partial in turn).  Its body, one step back through the loop, is traced as a
+    program now, while the runs the loop's body makes (a forward run peeled before this
+    one, in reverse over forward) are alive; the reverse phase comes after they end."""
+
+    def __init__(self, body_f, primals, slots, shapes, offsets, trips, stacks):
+        from ..operators import vjp
+        from .control import _float_dtype, _like, _sub_program
+        self.primals, self.slots, self.shapes, self.offsets = primals, slots, shapes, offsets
+        self.trips, self.last = trips, None
+
+        def step(state):
+            i = state[0] - 1
+            gs = state[1:]
+            args = [row(stacks[k], i) if k in stacks else p for k, p in enumerate(primals)]
+
+            def f(*xs):
+                a = list(args)
+                for k, x in zip(slots, xs):
+                    a[k] = x
+                out = body_f(a)
+                return [out[k] for k in slots]
+            _, pullback = vjp(f, *[args[k] for k in slots])
+            return [i] + [_like(c, g_) for c, g_ in zip(pullback(list(gs)), gs)]
+        examples = [trips.val if is_tracer(trips) else trips] + [
+            np.zeros(s, _float_dtype(primals[k])) if s else _float_dtype(primals[k]).type(0)
+            for k, s in zip(slots, shapes)]
+        self.step, self.captures = _sub_program(active(), step, examples,
+                                                "the adjoint of a while_loop's body")
+
+    def cotangents(self, g):
+        if self.last is not None and self.last[0] is g:
+            return self.last[1]
+        from .. import numpy as anp
+        from .control import _in_dtype_of, _loop
+        g0 = []
+        for j, k in enumerate(self.slots):
+            a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+            seg = anp.reshape(anp.getitem(g, slice(a, b)), self.shapes[j]) if self.shapes[j] \
+                else anp.getitem(g, a)
+            g0.append(_in_dtype_of(seg, self.primals[k]))
+        m, prog = 1 + len(g0), self.step
+
+        def body(ls):           # the captured values ride along, unchanged (see WhileLoop.lifted)
+            return list(prog.run_flat(list(ls), lifted=True)) + list(ls[m:])
+        final = _loop(lambda ls: ls[0] > 0, body, [self.trips] + g0 + list(self.captures))
+        self.last = (g, final[1:m])
+        return self.last[1]
+
+
+# ---------------------------------------------------------------- rows of a stack
+
+def _index(axis, i):
+    return (slice(None),) * axis + (i,)
+
+
+def _row_plain(stack, i, axis=0):
+    return stack[_index(axis, i)]
+
+
+def _row_set_plain(buf, i, v, axis=0):
+    out = buf.copy()
+    out[_index(axis, i)] = v
+    return out
+
+
+def _no_index_derivative(*args, **kwargs):
+    raise InvalidInputError("a loop index carries a derivative; loop indices are integers")
+
+
+def _nb(t, x):
+    return np.ndim(primal_value(t)) - np.ndim(primal_value(x))
+
+
+def _zeros(shape, like):
+    return np.zeros(shape, np.result_type(primal_value(like)))
+
+
+# stack[i] along ``axis`` for a traced index i (nestad.numpy's indexing refuses traced
+# indices, whose result shapes could vary; a row of a stack has one shape), and the
+# functional update of that row: what scan reads its xs and writes its ys with, and the
+# backward loop its stored iterates.  Tangents carry their batch axes first.
+_ROW_RULES = dict(jvps=(lambda t, s, i, out, axis=0: row(t, i, axis + _nb(t, s)),
+                        _no_index_derivative),
+                  vjps=(lambda g, s, i, out, axis=0: row_set(
+                      _zeros(np.shape(primal_value(s)), g), i, g, axis), _no_index_derivative))
+ROW = ArrayPrimitive('loop_row', _row_plain, emit='{0}[{1}]', namespace='nestad.loops',
+                     **_ROW_RULES)
+ROW_AT = ArrayPrimitive('loop_row_at', _row_plain, namespace='nestad.loops', **_ROW_RULES)
+ROW_SET = ArrayPrimitive('loop_row_set', _row_set_plain, jvps=(
+    lambda t, b, i, v, out, axis=0: row_set(t, i, 0.0, axis + _nb(t, b)),
+    _no_index_derivative,
+    lambda t, b, i, v, out, axis=0: row_set(
+        _zeros(np.shape(primal_value(t))[:_nb(t, v)] + np.shape(primal_value(b)), t), i, t,
+        axis + _nb(t, v))), vjps=(
+    lambda g, b, i, v, out, axis=0: row_set(g, i, 0.0, axis),
+    _no_index_derivative,
+    lambda g, b, i, v, out, axis=0: _sum_to(row(g, i, axis), np.shape(primal_value(v)))),
+    namespace='nestad.loops')
+
+
+def _sum_to(x, shape):
+    from ..numpy import sum_to
+    return sum_to(x, shape)
+
+
+def row(stack, i, axis=0):
+    """``stack[i]`` (along ``axis``) for a loop index ``i``, traced or not."""
+    return apply(ROW_AT, (stack, i), dict(axis=axis)) if axis else apply(ROW, (stack, i), {})
+
+
+def row_set(buf, i, v, axis=0):
+    """``buf`` with row ``i`` (along ``axis``) set to ``v``, as a new array."""
+    return apply(ROW_SET, (buf, i, v), dict(axis=axis) if axis else {})
+
+
+ROW.lifted = ROW_AT.lifted = row
+ROW_SET.lifted = row_set
+
+
+# ---------------------------------------------------------------- the stored iterates
+
+def stash(cond_f, body_f, leaves, vary):
+    """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
+    for each slot in ``vary`` the stack of its iterates before each body step."""
+    from .control import _aval, _sub_program
+    outer = active()
+    if outer is None:
+        raise StagingError("a traced value reached while_loop after its trace ended")
+    vals = [x.val if is_tracer(x) else x for x in leaves]
+    cond_prog, cond_caps = _sub_program(outer, cond_f, vals, "the condition of a while_loop",
+                                        single=True)
+    body_prog, body_caps = _sub_program(outer, body_f, vals, "the body of a while_loop")
+    for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
+        shape, dtype = _aval(o)
+        if (shape, dtype) != (v.shape, v.dtype):
+            raise StagingError(
+                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
+                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
+                "float as 0.0, not 0)")
+    params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps),
+                  vary=tuple(vary))
+    outer, args = resolve(list(leaves) + cond_caps + body_caps)
+    res = STASH.plain(*[a.val if is_tracer(a) else a for a in args], **params)
+    # (scalar slots' iterates come as lists: the trace sees arrays, see _stacked)
+    n = len(leaves)
+    res[n + 1:] = [np.array(r, dtype=np.result_type(vals[k])) if isinstance(r, list) else r
+                   for k, r in zip(vary, res[n + 1:])]
+    return outer.record(STASH, args, params, None, tree=(res, flatten(list(res))[1]), cse=False)
+
+
+class StashLoop:
+    """``while_loop`` that also returns its trip count and the stacked iterates of the
+    slots ``vary``.  ``args``: the state (``n`` leaves), the condition's ``nc``
+    captured values, the body's."""
+    name = 'while_stash'
+    emit = None
+
+    def plain(self, *args, cond, body, n, nc, vary):
+        fast = body._compiled.get('stash')
+        if fast is None:
+            fast = body._compiled['stash'] = _compile(cond, body, n, nc, vary, len(args))
+        return list(fast(*args))
+
+    def lifted(self, *args, cond, body, n, nc, vary):
+        if any(isinstance(a, Perturbed) for a in args):
+            raise InvalidInputError(
+                "a staged program holding a loop's reverse pass (its stored iterates) was "
+                "differentiated again as a program; differentiate the function instead "
+                "(nestad.stage of the nested derivative)")
+        return stash(lambda ls: cond.run_flat(list(ls[:n]) + list(args[n:n + nc]), lifted=True)[0],
+                     lambda ls: body.run_flat(list(ls[:n]) + list(args[n + nc:]), lifted=True),
+                     list(args[:n]), vary)
+
+    def emit_lines(self, em, eqn, indent):
+        emit_stash(em, eqn, indent)
+
+    def __reduce__(self):
+        return 'STASH'
+
+    def __repr__(self):
+        return '<while_loop with stored iterates>'
+
+
+STASH = StashLoop()
+
+
+def _stacked(rows, like):
+    """The iterates of one slot as an array (iteration first); ``like``: its initial value.
+    A Python number's iterates stay a list: indexing it gives Python numbers back, whose
+    arithmetic is about three times numpy scalars' (``stash`` shows the trace an array)."""
+    if like.__class__ in (float, int):
+        return rows
+    if rows:
+        return np.array(rows, dtype=np.result_type(like))
+    return np.zeros((0,) + np.shape(like), np.result_type(like))
+
+
+def emit_stash(em, eqn, indent):
+    """The loop as in ``codegen.emit_while``, appending the changing slots to lists."""
+    p = eqn.params
+    cond, body, n, nc, vary = p['cond'], p['body'], p['n'], p['nc'], p['vary']
+    pad = " " * indent
+    args = [em.arg(a) for a in eqn.args]
+    state = [em.fresh() for _ in range(n)]
+    first = [em.fresh() for _ in vary]
+    rows = [em.fresh() for _ in vary]
+    trips = em.fresh()
+    em.lines.append(f"{pad}{', '.join(state)}, = {', '.join(args[:n])},")
+    if vary:
+        em.lines.append(f"{pad}{', '.join(first)}, = {', '.join(state[k] for k in vary)},")
+        em.lines.append(f"{pad}{', '.join(rows)}, = {', '.join('[]' for _ in vary)},")
+    em.lines.append(f"{pad}{trips} = 0")
+    em.lines.append(f"{pad}while True:")
+    for sub, names in ((cond, state + args[n:n + nc]), (body, state + args[n + nc:])):
+        for v, name in zip(sub.inputs, names):
+            em.names[id(v)] = name
+        keep = list(sub.inputs) + [o for o in sub.outputs if isinstance(o, Var)]
+        em.emit_eqns(sub.eqns, indent + 4, keep=keep)
+        if sub is cond:
+            em.lines.append(f"{pad}    if not {em.arg(cond.outputs[0])}: break")
+            for r, k in zip(rows, vary):
+                em.lines.append(f"{pad}    {r}.append({state[k]})")
+            em.lines.append(f"{pad}    {trips} += 1")
+    moved = [(s, em.arg(o)) for s, o, v in zip(state, body.outputs, body.inputs) if o is not v]
+    if moved:
+        em.lines.append(f"{pad}    {', '.join(s for s, _ in moved)}, = "
+                        f"{', '.join(o for _, o in moved)},")
+    stacked = em.bind(_stacked, 'stacked')
+    for r, f in zip(rows, first):
+        em.lines.append(f"{pad}{r} = {stacked}({r}, {f})")
+    for v, name in zip(eqn.outs, state + [trips] + rows):
+        em.names[id(v)] = name
+
+
+
+def _compile(cond, body, n, nc, vary, nargs):
+    """A Python function running the loop with stored iterates on plain values."""
+    from .codegen import compile_python
+    from .program import Program
+    ins = [Var((), None, True) for _ in range(nargs)]
+    nout = n + 1 + len(vary)
+    outs = tuple(Var((), None, True) for _ in range(nout))
+    tree = flatten([0] * nout)[1]
+    eqn = Eqn(STASH, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc, vary=vary), outs, tree)
+    prog = Program(ins, [eqn], list(outs), None, tree, None, [f"a{k}" for k in range(nargs)], None)
+    return compile_python(prog, "stash")[0]
+
+
+# ---------------------------------------------------------------- closure conversion
+
+def closure_converted(cond, body, state):
+    """``while_loop(cond, body, state)`` with the perturbed values that ``cond`` and
+    ``body`` read from their closures (found through closure cells, the functions those
+    hold, and lists, tuples and dicts in them) made extra, unchanged, loop state: copies
+    of the functions read them from the state instead.  Their runs, reverse ones
+    included, are then peeled like the state's own, and the loop stays one loop.  None if
+    none is found that way (a global, an attribute) or the loop still cannot stay one."""
+    from .control import _Unroll, _is_state_leaf, _loop
+    found = {}
+    for f in (cond, body):
+        _find(f, found, set())
+    extra = list(found.values())
+    if not extra or not all(_is_state_leaf(x) for x in extra):
+        return None
+    leaves, tree = flatten((state, extra))
+    state_sig = flatten(state)[1].signature()
+
+    def converted(f, ex):
+        return _rebuild(f, {id(o): n for o, n in zip(extra, ex)}, {})
+
+    def cond_flat(ls):
+        st, ex = tree.build(ls)
+        return converted(cond, ex)(st)
+
+    def body_flat(ls):
+        st, ex = tree.build(ls)
+        out = converted(body, ex)(st)
+        out_leaves, out_tree = flatten(out)
+        if out_tree.signature() != state_sig:
+            raise StagingError("while_loop: the body must return a state of the same "
+                               "structure as it was given")
+        return out_leaves + list(ls[len(ls) - len(extra):])
+    try:
+        return tree.build(_loop(cond_flat, body_flat, leaves))[0]
+    except _Unroll:
+        return None
+
+
+def _find(v, found, seen):
+    if isinstance(v, Perturbed):
+        found.setdefault(id(v), v)
+    elif id(v) in seen:
+        return
+    elif isinstance(v, types.FunctionType) and _user_code(v):
+        seen.add(id(v))
+        for cell in v.__closure__ or ():
+            try:
+                _find(cell.cell_contents, found, seen)
+            except ValueError:           # an empty cell (a name not yet assigned)
+                pass
+    elif isinstance(v, (list, tuple)):
+        seen.add(id(v))
+        for x in v:
+            _find(x, found, seen)
+    elif isinstance(v, dict):
+        seen.add(id(v))
+        for x in v.values():
+            _find(x, found, seen)
+
+
+def _user_code(f):
+    """Is ``f`` the user's (or one of scan's and fori_loop's wrappers of the user's)?
+    nestad's own closures hold tape cells as the machinery's data (a pullback's tape),
+    not as values the loop computes with: those are not converted (the loop unrolls)."""
+    module = getattr(f, '__module__', None) or ''
+    return module == 'nestad.scan' or not (module == 'nestad' or module.startswith('nestad.'))
+
+
+def _rebuild(v, subst, memo):
+    """``v`` with the values of ``subst`` (by identity) replaced; functions copied with new
+    closure cells where anything under them changed, everything else shared."""
+    if isinstance(v, Perturbed):
+        return subst.get(id(v), v)
+    if id(v) in memo:
+        return memo[id(v)]
+    if isinstance(v, types.FunctionType) and v.__closure__ and _user_code(v):
+        memo[id(v)] = v                  # (a recursive function reaching itself: unchanged)
+        cells = []
+        for cell in v.__closure__:
+            try:
+                cells.append(types.CellType(_rebuild(cell.cell_contents, subst, memo)))
+            except ValueError:
+                cells.append(cell)
+        if all(c is o or c.cell_contents is o.cell_contents for c, o in zip(cells, v.__closure__)):
+            return v
+        g = types.FunctionType(v.__code__, v.__globals__, v.__name__, v.__defaults__,
+                               tuple(cells))
+        g.__kwdefaults__ = v.__kwdefaults__
+        memo[id(v)] = g
+        return g
+    if isinstance(v, (list, tuple)):
+        memo[id(v)] = v
+        new = [_rebuild(x, subst, memo) for x in v]
+        if all(a is b for a, b in zip(new, v)):
+            return v
+        out = new if isinstance(v, list) else (type(v)(*new) if hasattr(v, '_fields')
+                                               else tuple(new))
+        memo[id(v)] = out
+        return out
+    if isinstance(v, dict):
+        memo[id(v)] = v
+        new = {k: _rebuild(x, subst, memo) for k, x in v.items()}
+        if all(new[k] is v[k] for k in v):
+            return v
+        memo[id(v)] = new
+        return new
+    return v
