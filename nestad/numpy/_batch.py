@@ -211,7 +211,7 @@ _MATMUL, _MULTIPLY = registry.PRIMITIVES['numpy.matmul'], registry.PRIMITIVES['n
 _EINSUM = registry.PRIMITIVES['numpy.einsum']
 _ELEMENTWISE = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum',
                 'logaddexp', 'logaddexp2', 'mod', 'fmod', 'float_power', 'negative', 'where',
-                'astype', 'reciprocal', 'absolute'] + \
+                'astype', 'reciprocal', 'absolute', 'sech2'] + \
     [npfn.__name__ for _, npfn in registry.ELEMENTWISE]
 for _name in _ELEMENTWISE:
     if f'numpy.{_name}' in registry.PRIMITIVES:
