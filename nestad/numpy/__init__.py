@@ -442,14 +442,16 @@ for _n, _p in (('add', _add), ('sub', _subtract), ('mul', _multiply), ('div', _d
     ARRAY_ROUTES[_n] = _p
 
 
-_F = _np.dtype(float)
+def _float_valued(x):
+    v = primal_value(x)
+    return v.__class__ is float or getattr(getattr(v, 'dtype', None), 'kind', None) == 'f'
 
 
 def _dpow_dx(x, y, out):
     yv = primal_value(y)
     if _np.ndim(yv) == 0 and not isinstance(y, Perturbed) and yv == 0:
         return 0.0
-    if yv.__class__ in (int, float) and yv == 2 and getattr(primal_value(x), 'dtype', _F).kind == 'f':
+    if yv.__class__ in (int, float) and yv == 2 and _float_valued(x):
         return y * x                  # (x ** 2: x ** 1.0 is x, one application fewer)
     return y * power(x, y - 1.0)     # y - 1.0: an integer x to the power -1 is not an integer
 
