@@ -266,7 +266,7 @@ def apply(prim, args, params):
         if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):
             if a.dtype.kind not in 'biuf':
                 raise operand_error(prim, k, a)
-        elif not isinstance(a, (Real, Perturbed)):
+        elif not isinstance(a, (Perturbed, Real)):     # (Real is an ABC: slower, so second)
             raise operand_error(prim, k, a)
     carried, primals = split(args, top)
     return interp.process(prim, top, args, carried, primals, params)

@@ -26,6 +26,7 @@ import collections
 import numpy as np
 
 from . import perturbation
+from .arrays import ArrayPrimitive
 from .errors import InvalidInputError
 from .interpret import Interpretation
 from .structures import flatten
@@ -73,25 +74,53 @@ def prim_key(prim):
     return getattr(prim, 'qualname', None) or prim.name
 
 
+def ndim(v):
+    """``np.ndim(v)`` of a stacked value (a perturbed one without numpy's protocol)."""
+    c = v.__class__
+    if c is np.ndarray:
+        return v.ndim
+    return 0 if c is float or c is int else ops.ndim(v)
+
+
+_PLAIN = (np.ndarray, float, int)
+
+
+def on_stacked(prim, values, params):
+    """``prim`` applied to stacked values: plain arrays (the members carry no other tag)
+    are evaluated at once, skipping the dispatch that would find no tag among them."""
+    for v in values:
+        if v.__class__ not in _PLAIN:
+            return prim.lifted(*values, **params)
+    if prim.__class__ is ArrayPrimitive:
+        return prim.evaluate(values, params)
+    return prim.lifted(*values, **params)
+
+
 def member_ndim(v, b):
-    return np.ndim(v) - 1 if b else np.ndim(v)
+    return ndim(v) - 1 if b else ndim(v)
 
 
 def pad(v, b, n):
     """Stacked ``v`` with its member's shape padded with leading 1s to ``n`` axes (an
     unbatched value is left alone: numpy's broadcasting aligns it from the right)."""
-    k = member_ndim(v, b)
-    if not b or k >= n:
+    if not b:
         return v
-    s = np.shape(v)
+    k = ndim(v) - 1
+    if k >= n:
+        return v
+    s = v.shape if v.__class__ is np.ndarray else ops.shape(v)
     return ops.reshape(v, (s[0],) + (1,) * (n - k) + s[1:])
 
 
 def elementwise(prim, values, batched, params):
     """The batch rule of a broadcasting elementwise primitive: the members' axes aligned
-    from the right, the batch axis leading."""
-    n = max(member_ndim(v, b) for v, b in zip(values, batched))
-    return prim.lifted(*[pad(v, b, n) for v, b in zip(values, batched)], **params)
+    from the right, the batch axis leading.  Only a batched value with fewer member axes
+    than another's is reshaped (an unbatched one broadcasts from the right as it is)."""
+    if len(values) > 1:
+        ks = [ndim(v) - b for v, b in zip(values, batched)]
+        n = max(ks)
+        values = [pad(v, True, n) if b and k < n else v for v, b, k in zip(values, batched, ks)]
+    return on_stacked(prim, values, params)
 
 
 def per_member(prim, values, batched, params):

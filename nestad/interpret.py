@@ -85,8 +85,8 @@ def outermost(args):
 def split(args, top):
     """``(carried, primals)``: which arguments carry ``top``, and the arguments with it
     removed."""
-    carried = tuple(isinstance(a, Perturbed) and a.tag == top for a in args)
-    return carried, tuple(a.primal if c else a for a, c in zip(args, carried))
+    carried = tuple([isinstance(a, Perturbed) and a.tag == top for a in args])
+    return carried, tuple([a.primal if c else a for a, c in zip(args, carried)])
 
 
 def bind(prim, args, params=EMPTY):

@@ -38,11 +38,21 @@ except ImportError:                             # pragma: no cover
 
 
 def _shape(x):
-    return _np.shape(primal_value(x))
+    if x.__class__ is _np.ndarray:
+        return x.shape
+    x = primal_value(x)
+    if x.__class__ is _Batched:       # a member's shape (not through numpy's protocol)
+        return _shape(x.primal)[1:]
+    return _np.shape(x)
 
 
 def _ndim(x):
-    return _np.ndim(primal_value(x))
+    if x.__class__ is _np.ndarray:
+        return x.ndim
+    x = primal_value(x)
+    if x.__class__ is _Batched:
+        return _ndim(x.primal) - 1
+    return _np.ndim(x)
 
 
 def _nbatch(t, x):
@@ -432,10 +442,17 @@ for _n, _p in (('add', _add), ('sub', _subtract), ('mul', _multiply), ('div', _d
     ARRAY_ROUTES[_n] = _p
 
 
+def _float_valued(x):
+    v = primal_value(x)
+    return v.__class__ is float or getattr(getattr(v, 'dtype', None), 'kind', None) == 'f'
+
+
 def _dpow_dx(x, y, out):
     yv = primal_value(y)
     if _np.ndim(yv) == 0 and not isinstance(y, Perturbed) and yv == 0:
         return 0.0
+    if yv.__class__ in (int, float) and yv == 2 and _float_valued(x):
+        return y * x                  # (x ** 2: x ** 1.0 is x, one application fewer)
     return y * power(x, y - 1.0)     # y - 1.0: an integer x to the power -1 is not an integer
 
 
@@ -941,12 +958,24 @@ def _as_matrices(g, a, b):
     return g2, a2, b2
 
 
+# A vector times a matrix (or a matrix times a vector) has the adjoints of a matrix-vector
+# product and an outer product, written as such: fewer applications (and no transposed
+# stack of 1-row matrices for a per-example gradient under vmap).
+
 def _matmul_vjp_a(g, a, b, out):
+    if _ndim(a) == 1 and _ndim(b) == 2:
+        return matmul(b, g)
+    if _ndim(a) == 2 and _ndim(b) == 1:
+        return matmul(expand_dims(g, -1), expand_dims(b, 0))
     g2, a2, b2 = _as_matrices(g, a, b)
     return reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), _shape(a2)), _shape(a))
 
 
 def _matmul_vjp_b(g, a, b, out):
+    if _ndim(a) == 1 and _ndim(b) == 2:
+        return matmul(expand_dims(a, -1), expand_dims(g, 0))
+    if _ndim(a) == 2 and _ndim(b) == 1:
+        return matmul(g, a)
     g2, a2, b2 = _as_matrices(g, a, b)
     return reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), _shape(b2)), _shape(b))
 

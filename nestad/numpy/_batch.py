@@ -9,12 +9,12 @@ counted in ``batching.FALLBACKS``).
 import numpy as _np
 
 from .. import batching, registry
-from ..batching import elementwise, member_ndim as _member_ndim, pad as _pad
+from ..batching import elementwise, member_ndim as _member_ndim, on_stacked as _on_stacked, pad as _pad
 from ..values import Batched
 from . import _contract
 from . import max as _max
 from . import (broadcast_to, expand_dims, getitem, moveaxis, reshape, stack,
-               squeeze, where, _batch_last, _ndim, _shape)
+               squeeze, transpose, where, _batch_last, _ndim, _shape)
 
 RULES = batching.BATCH_RULES
 
@@ -29,6 +29,8 @@ class _Ops:
     where = staticmethod(where)
     reshape = staticmethod(reshape)
     max = staticmethod(_max)
+    ndim = staticmethod(_ndim)
+    shape = staticmethod(_shape)
 
 
 batching.ops = _Ops
@@ -52,7 +54,7 @@ def _axes(axis, n):
 
 def reduction(prim, values, batched, params):
     (x,), n = values, _member_ndim(values[0], True)
-    return prim.lifted(x, **{**params, 'axis': _axes(params['axis'], n)})
+    return _on_stacked(prim, values, {**params, 'axis': _axes(params['axis'], n)})
 
 
 def along_axis(prim, values, batched, params):
@@ -64,7 +66,7 @@ def along_axis(prim, values, batched, params):
 
 def _reshape(prim, values, batched, params):
     (x,) = values
-    return prim.lifted(x, shape=(_shape(x)[0],) + tuple(params['shape']))
+    return _on_stacked(prim, values, {'shape': (_shape(x)[0],) + tuple(params['shape'])})
 
 
 def _transpose(prim, values, batched, params):
@@ -72,7 +74,7 @@ def _transpose(prim, values, batched, params):
     n = _member_ndim(x, True)
     axes = params['axes']
     axes = tuple(range(n))[::-1] if axes is None else tuple(a % n for a in axes)
-    return prim.lifted(x, axes=(0,) + tuple(a + 1 for a in axes))
+    return _on_stacked(prim, values, {'axes': (0,) + tuple(a + 1 for a in axes)})
 
 
 def _broadcast_to(prim, values, batched, params):
@@ -131,6 +133,16 @@ def _matrix_product(prim, values, batched, params):
     """matmul and stacked linear algebra of two operands (solve): the members' stack
     axes broadcast, the batch axis leading; a 1-d member (matmul) as a matrix."""
     (a, b), (ba, bb) = values, batched
+    if prim is _MATMUL and ba != bb:
+        # one operand shared by every member: numpy's matmul broadcasts the batch axis
+        # as one more stack axis where the shared operand has at most 2 axes (a weight
+        # matrix: one 2-D product for the whole batch, not a stack of small ones)
+        if ba and _ndim(b) <= 2:
+            return _on_stacked(prim, values, params)
+        if bb and _ndim(a) <= 2:
+            if _member_ndim(b, True) >= 2:
+                return _on_stacked(prim, values, params)
+            return _on_stacked(prim, (b, _transpose_shared(a)), params)   # a member vector b: b^T a^T
     va = _member_ndim(a, ba) == 1
     vb = _member_ndim(b, bb) == 1
     if va:
@@ -143,10 +155,16 @@ def _matrix_product(prim, values, batched, params):
         a = reshape(a, (1,) * (n + 1 - _ndim(a)) + _shape(a))
     if not bb:
         b = reshape(b, (1,) * (n + 1 - _ndim(b)) + _shape(b))
-    if prim is _MATMUL and _shape(a)[-1] == 1:
-        # outer products (a per-example gradient's x g^T): numpy's matmul loops over the
-        # stack for them, broadcasting multiplies at once, to the same numbers
-        out = _MULTIPLY.lifted(a, b)
+    if prim is _MATMUL and _shape(a)[-1] == 1 and _shape(b)[-2] == 1:
+        # outer products (a per-example gradient's x g^T), the same numbers by a product
+        # without a sum: numpy's matmul loops over the stack for them; einsum forms a
+        # stack of them fastest (1.5-2x a broadcasting multiply, whose inner loops are short)
+        if n == 2 and ba and bb:
+            sa, sb = _shape(a), _shape(b)
+            out = _on_stacked(_EINSUM, (reshape(a, sa[:2]), reshape(b, (sb[0], sb[2]))),
+                              {'spec': 'zi,zj->zij', 'optimize': False})
+        else:
+            out = _MULTIPLY.lifted(a, b)
     else:
         out = prim.lifted(a, b, **params)
     if va and vb:
@@ -154,6 +172,10 @@ def _matrix_product(prim, values, batched, params):
     if vb:
         return squeeze(out, -1)
     return squeeze(out, -2) if va else out
+
+
+def _transpose_shared(a):
+    return a if _ndim(a) < 2 else transpose(a)
 
 
 def _dot(prim, values, batched, params):
@@ -186,9 +208,10 @@ def _stacked(prim, values, batched, params):
 
 _SUM = registry.PRIMITIVES['numpy.sum']
 _MATMUL, _MULTIPLY = registry.PRIMITIVES['numpy.matmul'], registry.PRIMITIVES['numpy.multiply']
+_EINSUM = registry.PRIMITIVES['numpy.einsum']
 _ELEMENTWISE = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum',
                 'logaddexp', 'logaddexp2', 'mod', 'fmod', 'float_power', 'negative', 'where',
-                'astype', 'reciprocal', 'absolute'] + \
+                'astype', 'reciprocal', 'absolute', 'sech2'] + \
     [npfn.__name__ for _, npfn in registry.ELEMENTWISE]
 for _name in _ELEMENTWISE:
     if f'numpy.{_name}' in registry.PRIMITIVES:
