@@ -7,7 +7,13 @@ array programs: numba supports a subset of numpy) runs with the Python backend
 instead, with a warning naming numba's complaint.  numba is optional
 (``pip install "nestad[numba]"``).
 """
+import hashlib
+import os
+import re
+import types as _pytypes
 import warnings
+
+import numpy as np
 
 from ..errors import InvalidInputError
 
@@ -31,6 +37,131 @@ def _narrow_float(program):
         if any(isinstance(p, Program) and _narrow_float(p) for p in eqn.params.values()):
             return True
     return False
+
+
+# ---------------------------------------------------------------- numpy's reductions in numba
+# numba's np.sum takes no keepdims (np.max no axis) and adds in a plain loop, where numpy
+# sums a contiguous run pairwise (blocks of 8 partial sums) and other axes row after row.
+# The staged code's ``np`` is, for numba, numpy with sum and max replaced by functions
+# whose numba implementations (below) add in numpy's order: the same numbers, bit for bit.
+
+def _sum(a, axis=None, keepdims=False):
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def _max(a, axis=None, keepdims=False):
+    return np.max(a, axis=axis, keepdims=keepdims)
+
+
+def _numpy_for_numba():
+    mod = _pytypes.ModuleType('numpy')         # (numba reads the attributes of a module global)
+    mod.__dict__.update(np.__dict__)
+    mod.sum, mod.max = _sum, _max
+    return mod
+
+
+def _pairwise(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n] (``pairwise_sum`` in its loops): runs of at
+    most 128 by eight partial sums, longer ones halved (at a multiple of 8) and the two
+    sums added.  The recursion is kept on a stack of its own: numba's disk cache cannot
+    load recursive code."""
+    los, ns = np.empty(64, np.int64), np.empty(64, np.int64)
+    lefts, waiting = np.empty(64), np.zeros(64, np.bool_)     # left half's sum, if done
+    depth, los[0], ns[0] = 0, lo, n
+    while True:
+        lo, n = los[depth], ns[depth]
+        if n > 128:                             # descend into the left half
+            half = n // 2
+            half -= half % 8
+            waiting[depth] = False
+            depth += 1
+            los[depth], ns[depth] = lo, half
+            continue
+        res = _block_sum(a, lo, n)
+        while depth > 0:                        # climb while right halves are done
+            depth -= 1
+            if waiting[depth]:
+                res = lefts[depth] + res
+                continue
+            lefts[depth], waiting[depth] = res, True
+            half = ns[depth] // 2
+            half -= half % 8
+            los[depth + 1], ns[depth + 1] = los[depth] + half, ns[depth] - half
+            depth += 1
+            break
+        else:
+            return res
+
+
+def _block_sum(a, lo, n):
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = a[lo:lo + 8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+def _reduce_middle(b, is_sum):
+    """b (pre, n, post), C order, reduced over its middle axis as numpy does: a contiguous
+    run (post == 1) pairwise, otherwise rows accumulated in order; max propagates nan and
+    keeps the later of equal values."""
+    pre, n, post = b.shape
+    out = np.empty((pre, post))
+    for i in range(pre):
+        if is_sum and post == 1:
+            out[i, 0] = 0.0 + _pairwise(b[i, :, 0], 0, n)
+            continue
+        acc = np.zeros(post) if is_sum else b[i, 0, :].copy()
+        for j in range(0 if is_sum else 1, n):
+            for k in range(post):
+                x = b[i, j, k]
+                if is_sum:
+                    acc[k] += x
+                elif acc[k] == acc[k] and (x >= acc[k] or x != x):
+                    acc[k] = x
+        out[i, :] = acc
+    return out
+
+
+_REDUCTIONS = {}
+
+
+def _reduction(ndim, axis, keepdims, is_sum):
+    """numba implementation of ``np.sum``/``np.max(a, axis, keepdims)`` for a C-ordered
+    float64 array of ``ndim`` axes (source written per case: the result's rank is static)."""
+    key = ndim, axis, keepdims, is_sum
+    if key not in _REDUCTIONS:
+        s = [f"s[{i}]" for i in range(ndim)]
+        if axis is None:
+            pre, mid, post, kept = "1", "a.size", "1", ["1"] * ndim
+        else:
+            pre = "*".join(["1"] + s[:axis])
+            mid, post = s[axis], "*".join(["1"] + s[axis + 1:])
+            kept = s[:axis] + ["1"] + s[axis + 1:]
+        shape = kept if keepdims else [] if axis is None else s[:axis] + s[axis + 1:]
+        if not shape:
+            result = "out[0, 0]"
+        else:
+            result = f"out.reshape(({', '.join(shape)},))"
+        src = (f"def impl(a, axis=None, keepdims=False):\n"
+               f"    s = a.shape\n"
+               f"    out = _reduce_middle(np.ascontiguousarray(a).reshape(({pre}, {mid}, {post})), {is_sum})\n"
+               f"    return {result}\n")
+        glb = {'np': np, '_reduce_middle': _reduce_middle}
+        exec(compile(src, f"<nestad numba reduction {key}>", "exec"), glb)
+        _REDUCTIONS[key] = glb['impl']
+    return _REDUCTIONS[key]
 
 
 _TAUGHT = None
@@ -71,12 +202,78 @@ def _teach(numba):
             if isinstance(x, types.Float) or isinstance(y, types.Float):
                 return pow_ieee
         _TAUGHT = {_pow_plain}
+        _teach_arrays(numba, types, overload)
         if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
             @overload(math.cbrt)
             def _cbrt(x):
                 if isinstance(x, (types.Float, types.Integer)):
                     return lambda x: np.cbrt(float(x))
     return _TAUGHT
+
+
+def _teach_arrays(numba, types, overload):
+    """numba implementations of numpy's reductions as numpy computes them (``_sum``,
+    ``_max``) and of array primitives' plain implementations (``_ARRAY_PLAINS``), for
+    C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
+    global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
+    _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
+    _reduce_middle = numba.njit(_reduce_middle)
+
+    def reduction(a, axis, keepdims, is_sum):
+        if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == 'C'
+                and a.ndim >= 1):
+            return None
+        if axis is None or isinstance(axis, (types.NoneType, types.Omitted)):
+            axis = None
+        elif isinstance(axis, types.IntegerLiteral) and -a.ndim <= axis.literal_value < a.ndim:
+            axis = axis.literal_value % a.ndim
+        else:
+            return None
+        if keepdims is None or isinstance(keepdims, types.Omitted):
+            keepdims = False
+        elif isinstance(keepdims, types.BooleanLiteral):
+            keepdims = keepdims.literal_value
+        else:
+            return None
+        return _reduction(a.ndim, axis, keepdims, is_sum)
+
+    overload(_sum)(lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, True))
+    overload(_max)(lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, False))
+    sum_to = numba.njit(_sum_to)
+
+    def reciprocal(x):
+        return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
+
+    _ARRAY_PLAINS.update(reciprocal=numba.njit(reciprocal), sum_to=sum_to)
+
+
+def _sum_to(x, shape):
+    """numpy's ``sum_to`` (``_sum_to_plain``): the summed axes, past those of length 1,
+    must be adjacent (one run, as numpy adds them); otherwise ValueError, which the staged
+    function answers by running the program as Python."""
+    xs = x.shape
+    lead = len(xs) - len(shape)
+    pre = mid = post = 1
+    state = 0                       # 0: before the summed run, 1: in it, 2: after it
+    for i in range(len(xs)):
+        n = xs[i]
+        if n == 1:
+            continue
+        if i < lead or shape[i - lead] == 1:
+            if state == 2:
+                raise ValueError("sum_to: summed axes apart")
+            state = 1
+            mid *= n
+        elif state == 0:
+            pre *= n
+        else:
+            state = 2
+            post *= n
+    out = _reduce_middle(np.ascontiguousarray(x).reshape((pre, mid, post)), True)
+    return out.reshape(shape)
+
+
+_ARRAY_PLAINS = {}      # array primitive's name -> numba implementation of its plain one
 
 
 def _knows(numba, fn):
@@ -91,7 +288,83 @@ def _knows(numba, fn):
     return True
 
 
+def cache_dir():
+    """Where compiled numba code is kept between processes: ``$NESTAD_CACHE_DIR/numba``,
+    else ``$XDG_CACHE_HOME/nestad/numba`` (``~/.cache/nestad/numba``)."""
+    root = os.environ.get('NESTAD_CACHE_DIR') or os.path.join(
+        os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'),
+        'nestad')
+    return os.path.join(root, 'numba')
+
+
+def _fingerprint(value):
+    """A text standing for what ``value`` computes, the same in every process; None if
+    there is none (an object known only by its address)."""
+    if isinstance(value, np.ndarray):
+        return f"array {value.dtype.str} {value.shape} {hashlib.sha256(value.tobytes()).hexdigest()}"
+    if isinstance(value, _pytypes.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, type):
+        return f"type {value.__module__}.{value.__qualname__}"
+    code = getattr(value, '__code__', None)
+    if code is not None:
+        cells = [_fingerprint(c.cell_contents) for c in value.__closure__ or ()]
+        return None if None in cells else \
+            f"function {value.__module__}.{value.__qualname__} {_code_key(code)} {cells}"
+    text = repr(value)
+    return None if ' at 0x' in text else f"{type(value).__name__} {text}"
+
+
+def _code_key(code):
+    consts = [_code_key(c) if isinstance(c, _pytypes.CodeType) else repr(c) for c in code.co_consts]
+    return hashlib.sha256(repr((code.co_code, consts, code.co_names)).encode()).hexdigest()
+
+
+def _cache_file(source, glb):
+    """A file holding ``source`` for numba's ``cache=True``, named by a hash of the source,
+    its globals' values, and the versions of what compiles it; None when a global has no
+    stable fingerprint or the directory cannot be written."""
+    import numba
+    parts = [source, numba.__version__, np.__version__, _code_key(compile_numba.__code__),
+             _fingerprint(_teach_arrays), _fingerprint(_teach)]
+    for name in sorted(glb):
+        if name.startswith('__'):
+            continue
+        value = glb[name]       # (an array is an argument of numba's function: its type counts)
+        fp = f"array {value.dtype.str} {value.ndim}" if isinstance(value, np.ndarray) \
+            else _fingerprint(value)
+        if fp is None:
+            return None
+        parts.append(f"{name}={fp}")
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+    path = os.path.join(cache_dir(), f"staged_{key}.py")
+    try:
+        if not os.path.exists(path):        # (rewritten, its new time would void numba's index)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, 'w') as f:
+                f.write(source + "\n")
+            os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
+_NUMPY = _numpy_for_numba()
+_PRIMITIVE = re.compile(r'_p_(\w+)_\d+$')
+
+
+def _with_constants(jitted, arrays):
+    def staged(*args):
+        return jitted(*args, *arrays)
+    staged.dispatcher = jitted
+    return staged
+
+
 def compile_numba(fn, source, program):
+    """``fn`` (the Python backend's function of ``source``) compiled by numba, with its
+    machine code cached on disk (``cache_dir``), or ``fn`` itself, with a warning, where
+    numba cannot compile it."""
     try:
         import numba
     except ImportError:
@@ -102,13 +375,31 @@ def compile_numba(fn, source, program):
                       "promotes float32 with Python floats, numpy does not); it runs as Python "
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
-    glb = fn.__globals__
     taught = _teach(numba)
+    glb = dict(fn.__globals__)          # numba's own: the Python function keeps its globals
+    # Constant arrays become arguments: numba would freeze them into the machine code
+    # (slow to compile for large ones, and code holding them is not cached).
+    arrays = [name for name, value in glb.items() if isinstance(value, np.ndarray)]
+    if arrays:
+        head, body = source.split("\n", 1)            # def staged(x, y):
+        head = head[:-2] + (", " if head[-3] != "(" else "") + ", ".join(arrays) + "):"
+        source = head + "\n" + body
+    path = _cache_file(source, glb)
+    glb['np'] = _NUMPY
+    # numba loading cached code imports the module its globals name (compiled nopython
+    # code reads no global at run time): this one, as the generated module is no module
+    glb['__name__'] = __name__
     try:
         for name, value in list(glb.items()):
             if name.startswith('_p_') and callable(value) and value not in taught:
-                glb[name] = numba.njit(cache=False)(value)
-        jitted = numba.njit(cache=False)(fn)
+                m = _PRIMITIVE.match(name)
+                array = m and getattr(value, '__module__', None) == 'nestad.numpy' and \
+                    _ARRAY_PLAINS.get(m.group(1))
+                glb[name] = array or numba.njit(cache=False)(value)
+        exec(compile(source, path or f"<nestad staged {fn.__name__}>", "exec"), glb)
+        jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
+        if arrays:
+            jitted = _with_constants(jitted, [glb[name] for name in arrays])
         jitted(*program.example)        # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         from .program import GuardFailure
@@ -118,8 +409,5 @@ def compile_numba(fn, source, program):
         first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
         warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
                       "Python code instead", NumbaFallbackWarning, stacklevel=4)
-        for name, value in list(glb.items()):
-            if name.startswith('_p_') and hasattr(value, 'py_func'):
-                glb[name] = value.py_func
         return fn
     return jitted
