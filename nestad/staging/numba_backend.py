@@ -400,7 +400,9 @@ def compile_numba(fn, source, program):
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
         if arrays:
             jitted = _with_constants(jitted, [glb[name] for name in arrays])
-        jitted(*program.example)        # compile now, at the example the program was traced at
+        with warnings.catch_warnings():     # (advice: '@' is faster on contiguous arrays)
+            warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)
+            jitted(*program.example)    # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         from .program import GuardFailure
         if isinstance(e, GuardFailure):
