@@ -137,17 +137,19 @@ def test_numba_reductions_add_in_numpys_order():
     rng = np.random.default_rng(3)
 
     def reductions(x, y, z):
-        out = [anp.sum(x), anp.max(x), anp.sum(z), anp.max(z, axis=1)]
+        out = [anp.sum(x), anp.max(x), anp.min(y), anp.mean(y), anp.sum(z), anp.max(z, axis=1)]
         for a in (x, y, z):
             for axis in range(-1, a.ndim):
                 for keep in (False, True):
                     out += [anp.sum(a, axis=axis, keepdims=keep),
-                            anp.max(a, axis=axis, keepdims=keep)]
+                            anp.max(a, axis=axis, keepdims=keep),
+                            anp.min(a, axis=axis, keepdims=keep),
+                            anp.mean(a, axis=axis, keepdims=keep)]
         return tuple(out)
 
     scale = lambda *s: rng.standard_normal(s) * 10.0 ** rng.integers(-6, 6, s)   # noqa: E731
     x, y, z = scale(1000, 131), scale(7, 300), scale(3, 37, 129)
-    y[1, 5], y[2, 7], z[0, 3, 3] = math.nan, -0.0, math.inf
+    y[1, 5], y[2, 7], z[0, 3, 3], z[1, 2, 7:9] = math.nan, -0.0, math.inf, (0.0, -0.0)
     _same_arrays(nd.stage(reductions, backend="numba"), nd.stage(reductions), (x, y, z))
     x = np.full(10, -0.0)                       # numpy's sum starts at +0.0
     _same_arrays(nd.stage(lambda x: (anp.sum(x), anp.sum(x[:3])), backend="numba"),

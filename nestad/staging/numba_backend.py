@@ -53,10 +53,22 @@ def _max(a, axis=None, keepdims=False):
     return np.max(a, axis=axis, keepdims=keepdims)
 
 
+def _min(a, axis=None, keepdims=False):
+    return np.min(a, axis=axis, keepdims=keepdims)
+
+
+def _mean(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+def _reshape(a, shape):
+    return np.reshape(a, shape)
+
+
 def _numpy_for_numba():
     mod = _pytypes.ModuleType('numpy')         # (numba reads the attributes of a module global)
     mod.__dict__.update(np.__dict__)
-    mod.sum, mod.max = _sum, _max
+    mod.sum, mod.max, mod.min, mod.mean, mod.reshape = _sum, _max, _min, _mean, _reshape
     return mod
 
 
@@ -112,10 +124,11 @@ def _block_sum(a, lo, n):
     return res
 
 
-def _reduce_middle(b, is_sum):
-    """b (pre, n, post), C order, reduced over its middle axis as numpy does: a contiguous
-    run (post == 1) pairwise, otherwise rows accumulated in order; max propagates nan and
-    keeps the later of equal values."""
+def _reduce_middle(b, kind):
+    """b (pre, n, post), C order, reduced over its middle axis as numpy does (``kind``: 0
+    sum, 1 max, 2 min): a contiguous run (post == 1) added pairwise, otherwise rows
+    accumulated in order; max and min propagate nan and keep the later of equal values."""
+    is_sum = kind == 0
     pre, n, post = b.shape
     out = np.empty((pre, post))
     for i in range(pre):
@@ -128,7 +141,7 @@ def _reduce_middle(b, is_sum):
                 x = b[i, j, k]
                 if is_sum:
                     acc[k] += x
-                elif acc[k] == acc[k] and (x >= acc[k] or x != x):
+                elif acc[k] == acc[k] and (x != x or (x >= acc[k] if kind == 1 else x <= acc[k])):
                     acc[k] = x
         out[i, :] = acc
     return out
@@ -137,10 +150,11 @@ def _reduce_middle(b, is_sum):
 _REDUCTIONS = {}
 
 
-def _reduction(ndim, axis, keepdims, is_sum):
-    """numba implementation of ``np.sum``/``np.max(a, axis, keepdims)`` for a C-ordered
-    float64 array of ``ndim`` axes (source written per case: the result's rank is static)."""
-    key = ndim, axis, keepdims, is_sum
+def _reduction(ndim, axis, keepdims, kind):
+    """numba implementation of ``np.sum``/``max``/``min``/``mean(a, axis, keepdims)`` for a
+    C-ordered float64 array of ``ndim`` axes (source written per case: the result's rank
+    is static).  numpy's mean is the sum divided by the count."""
+    key = ndim, axis, keepdims, kind
     if key not in _REDUCTIONS:
         s = [f"s[{i}]" for i in range(ndim)]
         if axis is None:
@@ -154,10 +168,12 @@ def _reduction(ndim, axis, keepdims, is_sum):
             result = "out[0, 0]"
         else:
             result = f"out.reshape(({', '.join(shape)},))"
+        b = f"np.ascontiguousarray(a).reshape(({pre}, {mid}, {post}))"
         src = (f"def impl(a, axis=None, keepdims=False):\n"
                f"    s = a.shape\n"
-               f"    out = _reduce_middle(np.ascontiguousarray(a).reshape(({pre}, {mid}, {post})), {is_sum})\n"
-               f"    return {result}\n")
+               f"    out = _reduce_middle({b}, {kind % 3})\n"       # (a mean: a sum, then /)
+               + (f"    out = out / ({mid})\n" if kind == 3 else "")
+               + f"    return {result}\n")
         glb = {'np': np, '_reduce_middle': _reduce_middle}
         exec(compile(src, f"<nestad numba reduction {key}>", "exec"), glb)
         _REDUCTIONS[key] = glb['impl']
@@ -219,7 +235,7 @@ def _teach_arrays(numba, types, overload):
     _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
     _reduce_middle = numba.njit(_reduce_middle)
 
-    def reduction(a, axis, keepdims, is_sum):
+    def reduction(a, axis, keepdims, kind):
         if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == 'C'
                 and a.ndim >= 1):
             return None
@@ -235,10 +251,20 @@ def _teach_arrays(numba, types, overload):
             keepdims = keepdims.literal_value
         else:
             return None
-        return _reduction(a.ndim, axis, keepdims, is_sum)
+        return _reduction(a.ndim, axis, keepdims, kind)
 
-    overload(_sum)(lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, True))
-    overload(_max)(lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, False))
+    def typer(kind):                    # (numba wants the signature of the function)
+        return lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, kind)
+
+    for kind, fn in enumerate((_sum, _max, _min, _mean)):
+        overload(fn)(typer(kind))
+
+    @overload(_reshape)
+    def reshape(a, shape):              # numba reshapes contiguous arrays only: numpy copies
+        if isinstance(a, types.Array):
+            if a.layout == 'C':
+                return lambda a, shape: a.reshape(shape)
+            return lambda a, shape: np.ascontiguousarray(a).reshape(shape)
     sum_to = numba.njit(_sum_to)
 
     def reciprocal(x):
@@ -269,7 +295,7 @@ def _sum_to(x, shape):
         else:
             state = 2
             post *= n
-    out = _reduce_middle(np.ascontiguousarray(x).reshape((pre, mid, post)), True)
+    out = _reduce_middle(np.ascontiguousarray(x).reshape((pre, mid, post)), 0)
     return out.reshape(shape)
 
 
@@ -354,6 +380,24 @@ _NUMPY = _numpy_for_numba()
 _PRIMITIVE = re.compile(r'_p_(\w+)_\d+$')
 
 
+_NAMING = re.compile(r"(Use of unsupported NumPy function '[^']*'|No implementation of function "
+                     r"[^\n]*\n\s*>>> [^\n]*|Unknown attribute '[^']*' of type [^\n]*|"
+                     r"got an unexpected keyword argument '[^']*')")
+
+
+def _complaint(e):
+    """The line of numba's error that names what it could not compile (its first line,
+    'Failed in nopython mode pipeline', does not)."""
+    text = re.sub(r'\x1b\[[0-9;]*m', '', str(e))
+    m = _NAMING.search(text)
+    if m:
+        line = re.sub(r'\s+', ' ', m.group(1).replace('Function(<function ', '(')
+                      .replace('found for signature: >>> ', 'for '))
+    else:
+        line = text.strip().splitlines()[0] if text.strip() else "inside numba"
+    return f"{type(e).__name__}: {line}"
+
+
 def _with_constants(jitted, arrays):
     def staged(*args):
         return jitted(*args, *arrays)
@@ -407,9 +451,7 @@ def compile_numba(fn, source, program):
         from .program import GuardFailure
         if isinstance(e, GuardFailure):
             raise
-        lines = str(e).strip().splitlines()
-        first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
-        warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
-                      "Python code instead", NumbaFallbackWarning, stacklevel=4)
+        warnings.warn(f"numba could not compile a staged program ({_complaint(e)}); it runs "
+                      "as Python code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     return jitted
