@@ -9,11 +9,11 @@ naming an unsupported function or signature), then the totals.  A few minutes.
     PYTHONPATH=. python benchmarks/numba_coverage.py [name ...]
 """
 import collections
+import os
 import re
 import sys
 import tempfile
 import warnings
-import os
 
 os.environ.setdefault('NESTAD_CACHE_DIR', tempfile.mkdtemp(prefix='nestad-numba-cache-'))
 

@@ -2,10 +2,12 @@
 
 The same source as the Python backend: ``math`` calls, operators and loops, which
 numba compiles to machine code.  Primitives spelled as calls of their plain Python
-implementation are compiled with ``njit`` too.  A program numba cannot compile (most
-array programs: numba supports a subset of numpy) runs with the Python backend
-instead, with a warning naming numba's complaint.  numba is optional
-(``pip install "nestad[numba]"``).
+implementation are compiled with ``njit`` too.  Array code gets numba implementations of
+the numpy reductions and plain implementations numba's numpy subset lacks, adding in
+numpy's order.  A program numba still cannot compile runs with the Python backend
+instead, with a warning naming numba's complaint.  Compiled code is cached on disk
+(``cache_dir``).  numba is optional (``pip install "nestad[numba]"``).  See
+notes/staging.md.
 """
 import hashlib
 import os
@@ -42,8 +44,9 @@ def _narrow_float(program):
 # ---------------------------------------------------------------- numpy's reductions in numba
 # numba's np.sum takes no keepdims (np.max no axis) and adds in a plain loop, where numpy
 # sums a contiguous run pairwise (blocks of 8 partial sums) and other axes row after row.
-# The staged code's ``np`` is, for numba, numpy with sum and max replaced by functions
-# whose numba implementations (below) add in numpy's order: the same numbers, bit for bit.
+# The staged code's ``np`` is, for numba, numpy with sum, max, min, mean and reshape
+# replaced by functions whose numba implementations (``_teach_arrays``) compute as numpy
+# does: the same numbers, bit for bit.  In Python they are numpy's.
 
 def _sum(a, axis=None, keepdims=False):
     return np.sum(a, axis=axis, keepdims=keepdims)
@@ -327,7 +330,8 @@ def _fingerprint(value):
     """A text standing for what ``value`` computes, the same in every process; None if
     there is none (an object known only by its address)."""
     if isinstance(value, np.ndarray):
-        return f"array {value.dtype.str} {value.shape} {hashlib.sha256(value.tobytes()).hexdigest()}"
+        digest = hashlib.sha256(value.tobytes()).hexdigest()
+        return f"array {value.dtype.str} {value.shape} {digest}"
     if isinstance(value, _pytypes.ModuleType):
         return f"module {value.__name__}"
     if isinstance(value, type):
