@@ -137,7 +137,9 @@ def test_numba_reductions_add_in_numpys_order():
     rng = np.random.default_rng(3)
 
     def reductions(x, y, z):
-        out = [anp.sum(x), anp.max(x), anp.min(y), anp.mean(y), anp.sum(z), anp.max(z, axis=1)]
+        out = [anp.sum(x), anp.max(x), anp.min(y), anp.mean(y), anp.sum(z), anp.max(z, axis=1),
+               anp.sum(z, axis=(1, 2)), anp.sum(z, axis=(0, 1), keepdims=True),
+               anp.mean(z, axis=(-1, -2)), anp.max(z, axis=(0, 1))]
         for a in (x, y, z):
             for axis in range(-1, a.ndim):
                 for keep in (False, True):

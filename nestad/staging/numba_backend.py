@@ -44,8 +44,8 @@ def _narrow_float(program):
 # ---------------------------------------------------------------- numpy's reductions in numba
 # numba's np.sum takes no keepdims (np.max no axis) and adds in a plain loop, where numpy
 # sums a contiguous run pairwise (blocks of 8 partial sums) and other axes row after row.
-# The staged code's ``np`` is, for numba, numpy with sum, max, min, mean and reshape
-# replaced by functions whose numba implementations (``_teach_arrays``) compute as numpy
+# The staged code's ``np`` is, for numba, numpy with sum, max, min, mean, reshape and
+# expand_dims replaced by functions whose numba implementations (``_teach_arrays``) compute as numpy
 # does: the same numbers, bit for bit.  In Python they are numpy's.
 
 def _sum(a, axis=None, keepdims=False):
@@ -68,10 +68,15 @@ def _reshape(a, shape):
     return np.reshape(a, shape)
 
 
+def _expand_dims(a, axis):
+    return np.expand_dims(a, axis)
+
+
 def _numpy_for_numba():
     mod = _pytypes.ModuleType('numpy')         # (numba reads the attributes of a module global)
     mod.__dict__.update(np.__dict__)
-    mod.sum, mod.max, mod.min, mod.mean, mod.reshape = _sum, _max, _min, _mean, _reshape
+    mod.sum, mod.max, mod.min, mod.mean = _sum, _max, _min, _mean
+    mod.reshape, mod.expand_dims = _reshape, _expand_dims
     return mod
 
 
@@ -155,18 +160,15 @@ _REDUCTIONS = {}
 
 def _reduction(ndim, axis, keepdims, kind):
     """numba implementation of ``np.sum``/``max``/``min``/``mean(a, axis, keepdims)`` for a
-    C-ordered float64 array of ``ndim`` axes (source written per case: the result's rank
-    is static).  numpy's mean is the sum divided by the count."""
+    C-ordered float64 array of ``ndim`` axes, reduced over ``axis``: None or the adjacent
+    axes (lo, hi) (source written per case: the result's rank is static).  numpy's mean is
+    the sum divided by the count."""
     key = ndim, axis, keepdims, kind
     if key not in _REDUCTIONS:
         s = [f"s[{i}]" for i in range(ndim)]
-        if axis is None:
-            pre, mid, post, kept = "1", "a.size", "1", ["1"] * ndim
-        else:
-            pre = "*".join(["1"] + s[:axis])
-            mid, post = s[axis], "*".join(["1"] + s[axis + 1:])
-            kept = s[:axis] + ["1"] + s[axis + 1:]
-        shape = kept if keepdims else [] if axis is None else s[:axis] + s[axis + 1:]
+        lo, hi = (0, ndim) if axis is None else axis        # axes lo..hi-1
+        pre, mid, post = ("*".join(["1"] + part) for part in (s[:lo], s[lo:hi], s[hi:]))
+        shape = s[:lo] + ["1"] * (hi - lo) * keepdims + s[hi:]
         if not shape:
             result = "out[0, 0]"
         else:
@@ -244,10 +246,15 @@ def _teach_arrays(numba, types, overload):
             return None
         if axis is None or isinstance(axis, (types.NoneType, types.Omitted)):
             axis = None
-        elif isinstance(axis, types.IntegerLiteral) and -a.ndim <= axis.literal_value < a.ndim:
-            axis = axis.literal_value % a.ndim
-        else:
-            return None
+        else:                           # an axis, or a run of adjacent axes
+            axes = axis.types if isinstance(axis, types.BaseTuple) else (axis,)
+            if not all(isinstance(t, types.IntegerLiteral) and -a.ndim <= t.literal_value < a.ndim
+                       for t in axes) or not axes:
+                return None
+            axis = sorted(t.literal_value % a.ndim for t in axes)
+            if axis != list(range(axis[0], axis[0] + len(axis))):
+                return None
+            axis = (axis[0], axis[-1] + 1)
         if keepdims is None or isinstance(keepdims, types.Omitted):
             keepdims = False
         elif isinstance(keepdims, types.BooleanLiteral):
@@ -268,6 +275,16 @@ def _teach_arrays(numba, types, overload):
             if a.layout == 'C':
                 return lambda a, shape: a.reshape(shape)
             return lambda a, shape: np.ascontiguousarray(a).reshape(shape)
+        if isinstance(a, types.Float):  # (a full reduction's result is a float in numba)
+            return lambda a, shape: np.full(shape, a)
+
+    @overload(_expand_dims)
+    def expand_dims(a, axis):
+        if isinstance(a, types.Array) and isinstance(axis, types.Integer):
+            return lambda a, axis: np.expand_dims(a, axis)
+        if isinstance(a, types.Float):
+            ones = (1,) * (len(axis.types) if isinstance(axis, types.BaseTuple) else 1)
+            return lambda a, axis: np.full(ones, a)
     sum_to = numba.njit(_sum_to)
 
     def reciprocal(x):
