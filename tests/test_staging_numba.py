@@ -158,8 +158,17 @@ def test_numba_reductions_add_in_numpys_order():
                  lambda x: (np.sum(x), np.sum(x[:3])), (x,))
 
 
+def test_numba_stacked_matmul_is_numpys():
+    # numba's '@' takes 2-d arrays; a stack is one BLAS call per matrix, as numpy's
+    rng = np.random.default_rng(6)
+    a, b, c, v = (rng.standard_normal(s) for s in ((6, 5), (4, 5, 3), (4, 1, 6), (4, 5, 1)))
+    f = lambda a, b, c, v: (a @ b, c @ a, a @ v, c @ (a @ b), b.swapaxes(1, 2) @ v)  # noqa: E731
+    _same_arrays(nd.stage(f, backend="numba"), nd.stage(f), (a, b, c, v))
+
+
 def test_numba_compiles_the_benchmarks_array_programs():
-    # benchmarks/arrays.py's MLP gradient (smaller) and Rosenbrock HVP used to fall back
+    # benchmarks/arrays.py's MLP gradient, Rosenbrock HVP and Hessian (smaller) used to
+    # fall back
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((32, 20)), rng.integers(0, 4, 32)
 
@@ -179,6 +188,11 @@ def test_numba_compiles_the_benchmarks_array_programs():
     hvp = lambda x, v: nd.hvp(rosen, x, v)                  # noqa: E731
     x, v = rng.standard_normal(300), rng.standard_normal(300)
     _same_arrays(nd.stage(hvp, backend="numba"), nd.stage(hvp), (x, v))
+    # a Hessian: batched tangents meet '@' of a matrix and a stack of them
+    A = rng.standard_normal((10, 10)) / 3
+    h = nd.hessian(lambda x: anp.sum(anp.log1p(anp.exp(A @ x))) + anp.sum(x ** 4) / 4)
+    _same_arrays(nd.stage(h, backend="numba"), nd.stage(h), (rng.standard_normal(10),),
+                 exact=False)
     # the gradient of a broadcast sum (sum_to) and reciprocal
     f = nd.gradient_r(lambda b, c: anp.sum(anp.reciprocal(X + b) * c), (0, 1))
     _same_arrays(nd.stage(f, backend="numba"), nd.stage(f),

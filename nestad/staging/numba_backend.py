@@ -10,6 +10,7 @@ instead, with a warning naming numba's complaint.  Compiled code is cached on di
 notes/staging.md.
 """
 import hashlib
+import operator
 import os
 import re
 import types as _pytypes
@@ -237,7 +238,9 @@ def _teach_arrays(numba, types, overload):
     ``_max``) and of array primitives' plain implementations (``_ARRAY_PLAINS``), for
     C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
     global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
+    global _product_y, _product_xy
     _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
+    _product_y, _product_xy = numba.njit(_product_y), numba.njit(_product_xy)
     _reduce_middle = numba.njit(_reduce_middle)
 
     def reduction(a, axis, keepdims, kind):
@@ -286,11 +289,56 @@ def _teach_arrays(numba, types, overload):
             ones = (1,) * (len(axis.types) if isinstance(axis, types.BaseTuple) else 1)
             return lambda a, axis: np.full(ones, a)
     sum_to = numba.njit(_sum_to)
+    whole, slab = numba.njit(lambda x, i: x), numba.njit(lambda x, i: x[i % x.shape[0]])
+    product = numba.njit(_product)
+
+    @overload(operator.matmul)
+    def matmul(a, b):                   # numba's '@' takes 1-d and 2-d arrays only
+        if not (isinstance(a, types.Array) and isinstance(b, types.Array) and
+                {a.ndim, b.ndim} <= {2, 3} and 3 in (a.ndim, b.ndim) and
+                a.dtype == b.dtype == types.float64):
+            return None
+        part_a, part_b = (slab if x.ndim == 3 else whole for x in (a, b))
+
+        def stacked(a, b):
+            # one product per matrix of the stack (batch axes of length 1 broadcast;
+            # the shapes were checked by numpy when the program was traced)
+            n = max(a.shape[0] if a.ndim == 3 else 1, b.shape[0] if b.ndim == 3 else 1)
+            out = np.empty((n, a.shape[-2], b.shape[-1]))
+            for i in range(n):
+                product(part_a(a, i), part_b(b, i), out[i])
+            return out
+        return stacked
 
     def reciprocal(x):
         return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
 
     _ARRAY_PLAINS.update(reciprocal=numba.njit(reciprocal), sum_to=sum_to)
+
+
+def _product(x, y, out):
+    """out = x @ y by the BLAS call numpy makes: gemv where a side is a vector, else gemm,
+    a transposed (Fortran-ordered) operand passed as such, not copied."""
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        _product_y(np.asfortranarray(x), y, out)
+    else:
+        _product_y(np.ascontiguousarray(x), y, out)
+
+
+def _product_y(x, y, out):
+    if y.flags.f_contiguous and not y.flags.c_contiguous:
+        _product_xy(x, np.asfortranarray(y), out)
+    else:
+        _product_xy(x, np.ascontiguousarray(y), out)
+
+
+def _product_xy(x, y, out):
+    if x.shape[0] == 1:
+        out[0, :] = x[0, :] @ y
+    elif y.shape[1] == 1:
+        out[:, 0] = x @ y[:, 0]
+    else:
+        out[:, :] = x @ y
 
 
 def _sum_to(x, shape):
