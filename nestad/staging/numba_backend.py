@@ -2,12 +2,21 @@
 
 The same source as the Python backend: ``math`` calls, operators and loops, which
 numba compiles to machine code.  Primitives spelled as calls of their plain Python
-implementation are compiled with ``njit`` too.  A program numba cannot compile (most
-array programs: numba supports a subset of numpy) runs with the Python backend
-instead, with a warning naming numba's complaint.  numba is optional
-(``pip install "nestad[numba]"``).
+implementation are compiled with ``njit`` too.  Array code gets numba implementations of
+the numpy reductions and plain implementations numba's numpy subset lacks, adding in
+numpy's order.  A program numba still cannot compile runs with the Python backend
+instead, with a warning naming numba's complaint.  Compiled code is cached on disk
+(``cache_dir``).  numba is optional (``pip install "nestad[numba]"``).  See
+notes/staging.md.
 """
+import hashlib
+import operator
+import os
+import re
+import types as _pytypes
 import warnings
+
+import numpy as np
 
 from ..errors import InvalidInputError
 
@@ -31,6 +40,150 @@ def _narrow_float(program):
         if any(isinstance(p, Program) and _narrow_float(p) for p in eqn.params.values()):
             return True
     return False
+
+
+# ---------------------------------------------------------------- numpy's reductions in numba
+# numba's np.sum takes no keepdims (np.max no axis) and adds in a plain loop, where numpy
+# sums a contiguous run pairwise (blocks of 8 partial sums) and other axes row after row.
+# The staged code's ``np`` is, for numba, numpy with sum, max, min, mean, reshape and
+# expand_dims replaced by functions whose numba implementations (``_teach_arrays``) compute as numpy
+# does: the same numbers, bit for bit.  In Python they are numpy's.
+
+def _sum(a, axis=None, keepdims=False):
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def _max(a, axis=None, keepdims=False):
+    return np.max(a, axis=axis, keepdims=keepdims)
+
+
+def _min(a, axis=None, keepdims=False):
+    return np.min(a, axis=axis, keepdims=keepdims)
+
+
+def _mean(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+def _reshape(a, shape):
+    return np.reshape(a, shape)
+
+
+def _expand_dims(a, axis):
+    return np.expand_dims(a, axis)
+
+
+def _numpy_for_numba():
+    mod = _pytypes.ModuleType('numpy')         # (numba reads the attributes of a module global)
+    mod.__dict__.update(np.__dict__)
+    mod.sum, mod.max, mod.min, mod.mean = _sum, _max, _min, _mean
+    mod.reshape, mod.expand_dims = _reshape, _expand_dims
+    return mod
+
+
+def _pairwise(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n] (``pairwise_sum`` in its loops): runs of at
+    most 128 by eight partial sums, longer ones halved (at a multiple of 8) and the two
+    sums added.  The recursion is kept on a stack of its own: numba's disk cache cannot
+    load recursive code."""
+    los, ns = np.empty(64, np.int64), np.empty(64, np.int64)
+    lefts, waiting = np.empty(64), np.zeros(64, np.bool_)     # left half's sum, if done
+    depth, los[0], ns[0] = 0, lo, n
+    while True:
+        lo, n = los[depth], ns[depth]
+        if n > 128:                             # descend into the left half
+            half = n // 2
+            half -= half % 8
+            waiting[depth] = False
+            depth += 1
+            los[depth], ns[depth] = lo, half
+            continue
+        res = _block_sum(a, lo, n)
+        while depth > 0:                        # climb while right halves are done
+            depth -= 1
+            if waiting[depth]:
+                res = lefts[depth] + res
+                continue
+            lefts[depth], waiting[depth] = res, True
+            half = ns[depth] // 2
+            half -= half % 8
+            los[depth + 1], ns[depth + 1] = los[depth] + half, ns[depth] - half
+            depth += 1
+            break
+        else:
+            return res
+
+
+def _block_sum(a, lo, n):
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = a[lo:lo + 8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+def _reduce_middle(b, kind):
+    """b (pre, n, post), C order, reduced over its middle axis as numpy does (``kind``: 0
+    sum, 1 max, 2 min): a contiguous run (post == 1) added pairwise, otherwise rows
+    accumulated in order; max and min propagate nan and keep the later of equal values."""
+    is_sum = kind == 0
+    pre, n, post = b.shape
+    out = np.empty((pre, post))
+    for i in range(pre):
+        if is_sum and post == 1:
+            out[i, 0] = 0.0 + _pairwise(b[i, :, 0], 0, n)
+            continue
+        acc = np.zeros(post) if is_sum else b[i, 0, :].copy()
+        for j in range(0 if is_sum else 1, n):
+            for k in range(post):
+                x = b[i, j, k]
+                if is_sum:
+                    acc[k] += x
+                elif acc[k] == acc[k] and (x != x or (x >= acc[k] if kind == 1 else x <= acc[k])):
+                    acc[k] = x
+        out[i, :] = acc
+    return out
+
+
+_REDUCTIONS = {}
+
+
+def _reduction(ndim, axis, keepdims, kind):
+    """numba implementation of ``np.sum``/``max``/``min``/``mean(a, axis, keepdims)`` for a
+    C-ordered float64 array of ``ndim`` axes, reduced over ``axis``: None or the adjacent
+    axes (lo, hi) (source written per case: the result's rank is static).  numpy's mean is
+    the sum divided by the count."""
+    key = ndim, axis, keepdims, kind
+    if key not in _REDUCTIONS:
+        s = [f"s[{i}]" for i in range(ndim)]
+        lo, hi = (0, ndim) if axis is None else axis        # axes lo..hi-1
+        pre, mid, post = ("*".join(["1"] + part) for part in (s[:lo], s[lo:hi], s[hi:]))
+        shape = s[:lo] + ["1"] * (hi - lo) * keepdims + s[hi:]
+        if not shape:
+            result = "out[0, 0]"
+        else:
+            result = f"out.reshape(({', '.join(shape)},))"
+        b = f"np.ascontiguousarray(a).reshape(({pre}, {mid}, {post}))"
+        src = (f"def impl(a, axis=None, keepdims=False):\n"
+               f"    s = a.shape\n"
+               f"    out = _reduce_middle({b}, {kind % 3})\n"       # (a mean: a sum, then /)
+               + (f"    out = out / ({mid})\n" if kind == 3 else "")
+               + f"    return {result}\n")
+        glb = {'np': np, '_reduce_middle': _reduce_middle}
+        exec(compile(src, f"<nestad numba reduction {key}>", "exec"), glb)
+        _REDUCTIONS[key] = glb['impl']
+    return _REDUCTIONS[key]
 
 
 _TAUGHT = None
@@ -84,12 +237,150 @@ def _teach(numba):
                 return int_pow
             return lambda x, y: float(x) ** float(y)
         _TAUGHT = {_pow_plain}
+        _teach_arrays(numba, types, overload)
         if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
             @overload(math.cbrt)
             def _cbrt(x):
                 if isinstance(x, (types.Float, types.Integer)):
                     return lambda x: np.cbrt(float(x))
     return _TAUGHT
+
+
+def _teach_arrays(numba, types, overload):
+    """numba implementations of numpy's reductions as numpy computes them (``_sum``,
+    ``_max``) and of array primitives' plain implementations (``_ARRAY_PLAINS``), for
+    C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
+    global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
+    global _product_y, _product_xy
+    _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
+    _product_y, _product_xy = numba.njit(_product_y), numba.njit(_product_xy)
+    _reduce_middle = numba.njit(_reduce_middle)
+
+    def reduction(a, axis, keepdims, kind):
+        if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == 'C'
+                and a.ndim >= 1):
+            return None
+        if axis is None or isinstance(axis, (types.NoneType, types.Omitted)):
+            axis = None
+        else:                           # an axis, or a run of adjacent axes
+            axes = axis.types if isinstance(axis, types.BaseTuple) else (axis,)
+            if not all(isinstance(t, types.IntegerLiteral) and -a.ndim <= t.literal_value < a.ndim
+                       for t in axes) or not axes:
+                return None
+            axis = sorted(t.literal_value % a.ndim for t in axes)
+            if axis != list(range(axis[0], axis[0] + len(axis))):
+                return None
+            axis = (axis[0], axis[-1] + 1)
+        if keepdims is None or isinstance(keepdims, types.Omitted):
+            keepdims = False
+        elif isinstance(keepdims, types.BooleanLiteral):
+            keepdims = keepdims.literal_value
+        else:
+            return None
+        return _reduction(a.ndim, axis, keepdims, kind)
+
+    def typer(kind):                    # (numba wants the signature of the function)
+        return lambda a, axis=None, keepdims=False: reduction(a, axis, keepdims, kind)
+
+    for kind, fn in enumerate((_sum, _max, _min, _mean)):
+        overload(fn)(typer(kind))
+
+    @overload(_reshape)
+    def reshape(a, shape):              # numba reshapes contiguous arrays only: numpy copies
+        if isinstance(a, types.Array):
+            if a.layout == 'C':
+                return lambda a, shape: a.reshape(shape)
+            return lambda a, shape: np.ascontiguousarray(a).reshape(shape)
+        if isinstance(a, types.Float):  # (a full reduction's result is a float in numba)
+            return lambda a, shape: np.full(shape, a)
+
+    @overload(_expand_dims)
+    def expand_dims(a, axis):
+        if isinstance(a, types.Array) and isinstance(axis, types.Integer):
+            return lambda a, axis: np.expand_dims(a, axis)
+        if isinstance(a, types.Float):
+            ones = (1,) * (len(axis.types) if isinstance(axis, types.BaseTuple) else 1)
+            return lambda a, axis: np.full(ones, a)
+    sum_to = numba.njit(_sum_to)
+    whole, slab = numba.njit(lambda x, i: x), numba.njit(lambda x, i: x[i % x.shape[0]])
+    product = numba.njit(_product)
+
+    @overload(operator.matmul)
+    def matmul(a, b):                   # numba's '@' takes 1-d and 2-d arrays only
+        if not (isinstance(a, types.Array) and isinstance(b, types.Array) and
+                {a.ndim, b.ndim} <= {2, 3} and 3 in (a.ndim, b.ndim) and
+                a.dtype == b.dtype == types.float64):
+            return None
+        part_a, part_b = (slab if x.ndim == 3 else whole for x in (a, b))
+
+        def stacked(a, b):
+            # one product per matrix of the stack (batch axes of length 1 broadcast;
+            # the shapes were checked by numpy when the program was traced)
+            n = max(a.shape[0] if a.ndim == 3 else 1, b.shape[0] if b.ndim == 3 else 1)
+            out = np.empty((n, a.shape[-2], b.shape[-1]))
+            for i in range(n):
+                product(part_a(a, i), part_b(b, i), out[i])
+            return out
+        return stacked
+
+    def reciprocal(x):
+        return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
+
+    _ARRAY_PLAINS.update(reciprocal=numba.njit(reciprocal), sum_to=sum_to)
+
+
+def _product(x, y, out):
+    """out = x @ y by the BLAS call numpy makes: gemv where a side is a vector, else gemm,
+    a transposed (Fortran-ordered) operand passed as such, not copied."""
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        _product_y(np.asfortranarray(x), y, out)
+    else:
+        _product_y(np.ascontiguousarray(x), y, out)
+
+
+def _product_y(x, y, out):
+    if y.flags.f_contiguous and not y.flags.c_contiguous:
+        _product_xy(x, np.asfortranarray(y), out)
+    else:
+        _product_xy(x, np.ascontiguousarray(y), out)
+
+
+def _product_xy(x, y, out):
+    if x.shape[0] == 1:
+        out[0, :] = x[0, :] @ y
+    elif y.shape[1] == 1:
+        out[:, 0] = x @ y[:, 0]
+    else:
+        out[:, :] = x @ y
+
+
+def _sum_to(x, shape):
+    """numpy's ``sum_to`` (``_sum_to_plain``): the summed axes, past those of length 1,
+    must be adjacent (one run, as numpy adds them); otherwise ValueError, which the staged
+    function answers by running the program as Python."""
+    xs = x.shape
+    lead = len(xs) - len(shape)
+    pre = mid = post = 1
+    state = 0                       # 0: before the summed run, 1: in it, 2: after it
+    for i in range(len(xs)):
+        n = xs[i]
+        if n == 1:
+            continue
+        if i < lead or shape[i - lead] == 1:
+            if state == 2:
+                raise ValueError("sum_to: summed axes apart")
+            state = 1
+            mid *= n
+        elif state == 0:
+            pre *= n
+        else:
+            state = 2
+            post *= n
+    out = _reduce_middle(np.ascontiguousarray(x).reshape((pre, mid, post)), 0)
+    return out.reshape(shape)
+
+
+_ARRAY_PLAINS = {}      # array primitive's name -> numba implementation of its plain one
 
 
 def _knows(numba, fn):
@@ -104,7 +395,102 @@ def _knows(numba, fn):
     return True
 
 
+def cache_dir():
+    """Where compiled numba code is kept between processes: ``$NESTAD_CACHE_DIR/numba``,
+    else ``$XDG_CACHE_HOME/nestad/numba`` (``~/.cache/nestad/numba``)."""
+    root = os.environ.get('NESTAD_CACHE_DIR') or os.path.join(
+        os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'),
+        'nestad')
+    return os.path.join(root, 'numba')
+
+
+def _fingerprint(value):
+    """A text standing for what ``value`` computes, the same in every process; None if
+    there is none (an object known only by its address)."""
+    if isinstance(value, np.ndarray):
+        digest = hashlib.sha256(value.tobytes()).hexdigest()
+        return f"array {value.dtype.str} {value.shape} {digest}"
+    if isinstance(value, _pytypes.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, type):
+        return f"type {value.__module__}.{value.__qualname__}"
+    code = getattr(value, '__code__', None)
+    if code is not None:
+        cells = [_fingerprint(c.cell_contents) for c in value.__closure__ or ()]
+        return None if None in cells else \
+            f"function {value.__module__}.{value.__qualname__} {_code_key(code)} {cells}"
+    text = repr(value)
+    return None if ' at 0x' in text else f"{type(value).__name__} {text}"
+
+
+def _code_key(code):
+    consts = [_code_key(c) if isinstance(c, _pytypes.CodeType) else repr(c) for c in code.co_consts]
+    return hashlib.sha256(repr((code.co_code, consts, code.co_names)).encode()).hexdigest()
+
+
+def _cache_file(source, glb):
+    """A file holding ``source`` for numba's ``cache=True``, named by a hash of the source,
+    its globals' values, and the versions of what compiles it; None when a global has no
+    stable fingerprint or the directory cannot be written."""
+    import numba
+    parts = [source, numba.__version__, np.__version__, _code_key(compile_numba.__code__),
+             _fingerprint(_teach_arrays), _fingerprint(_teach)]
+    for name in sorted(glb):
+        if name.startswith('__'):
+            continue
+        value = glb[name]       # (an array is an argument of numba's function: its type counts)
+        fp = f"array {value.dtype.str} {value.ndim}" if isinstance(value, np.ndarray) \
+            else _fingerprint(value)
+        if fp is None:
+            return None
+        parts.append(f"{name}={fp}")
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+    path = os.path.join(cache_dir(), f"staged_{key}.py")
+    try:
+        if not os.path.exists(path):        # (rewritten, its new time would void numba's index)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, 'w') as f:
+                f.write(source + "\n")
+            os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
+_NUMPY = _numpy_for_numba()
+_PRIMITIVE = re.compile(r'_p_(\w+)_\d+$')
+
+
+_NAMING = re.compile(r"(Use of unsupported NumPy function '[^']*'|No implementation of function "
+                     r"[^\n]*\n\s*>>> [^\n]*|Unknown attribute '[^']*' of type [^\n]*|"
+                     r"got an unexpected keyword argument '[^']*')")
+
+
+def _complaint(e):
+    """The line of numba's error that names what it could not compile (its first line,
+    'Failed in nopython mode pipeline', does not)."""
+    text = re.sub(r'\x1b\[[0-9;]*m', '', str(e))
+    m = _NAMING.search(text)
+    if m:
+        line = re.sub(r'\s+', ' ', m.group(1).replace('Function(<function ', '(')
+                      .replace('found for signature: >>> ', 'for '))
+    else:
+        line = text.strip().splitlines()[0] if text.strip() else "inside numba"
+    return f"{type(e).__name__}: {line}"
+
+
+def _with_constants(jitted, arrays):
+    def staged(*args):
+        return jitted(*args, *arrays)
+    staged.dispatcher = jitted
+    return staged
+
+
 def compile_numba(fn, source, program):
+    """``fn`` (the Python backend's function of ``source``) compiled by numba, with its
+    machine code cached on disk (``cache_dir``), or ``fn`` itself, with a warning, where
+    numba cannot compile it."""
     try:
         import numba
     except ImportError:
@@ -115,25 +501,41 @@ def compile_numba(fn, source, program):
                       "promotes float32 with Python floats, numpy does not); it runs as Python "
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
-    glb = fn.__globals__
     taught = _teach(numba)
-    python = {name: value for name, value in glb.items()
-              if name.startswith('_p_') and callable(value) and value not in taught}
+    glb = dict(fn.__globals__)          # numba's own: the Python function keeps its globals
+    # Constant arrays become arguments: numba would freeze them into the machine code
+    # (slow to compile for large ones, and code holding them is not cached).
+    arrays = [name for name, value in glb.items() if isinstance(value, np.ndarray)]
+    if arrays:
+        head, body = source.split("\n", 1)            # def staged(x, y):
+        head = head[:-2] + (", " if head[-3] != "(" else "") + ", ".join(arrays) + "):"
+        source = head + "\n" + body
+    path = _cache_file(source, glb)
+    glb['np'] = _NUMPY
+    # numba loading cached code imports the module its globals name (compiled nopython
+    # code reads no global at run time): this one, as the generated module is no module
+    glb['__name__'] = __name__
     try:
-        for name, value in python.items():
-            # (``value.numba``: a version that raises where numba's arithmetic would not
-            # give Python's answer, so that the call reruns as Python)
-            glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
-        jitted = numba.njit(cache=False)(fn)
-        jitted(*program.example)        # compile now, at the example the program was traced at
+        for name, value in list(glb.items()):
+            if name.startswith('_p_') and callable(value) and value not in taught:
+                m = _PRIMITIVE.match(name)
+                array = m and getattr(value, '__module__', None) == 'nestad.numpy' and \
+                    _ARRAY_PLAINS.get(m.group(1))
+                # (``value.numba``: a version that raises where numba's arithmetic
+                # would not give Python's answer, so that the call reruns as Python)
+                glb[name] = array or numba.njit(cache=False)(getattr(value, 'numba', value))
+        exec(compile(source, path or f"<nestad staged {fn.__name__}>", "exec"), glb)
+        jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
+        if arrays:
+            jitted = _with_constants(jitted, [glb[name] for name in arrays])
+        with warnings.catch_warnings():     # (advice: '@' is faster on contiguous arrays)
+            warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)
+            jitted(*program.example)    # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         from .program import GuardFailure
         if isinstance(e, GuardFailure):
             raise
-        lines = str(e).strip().splitlines()
-        first = f"{type(e).__name__}: {lines[0]}" if lines else f"{type(e).__name__} inside numba"
-        warnings.warn(f"numba could not compile a staged program ({first}); it runs as "
-                      "Python code instead", NumbaFallbackWarning, stacklevel=4)
-        glb.update(python)
+        warnings.warn(f"numba could not compile a staged program ({_complaint(e)}); it runs "
+                      "as Python code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     return jitted
