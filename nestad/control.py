@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 
 from . import perturbation
-from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
+from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, runs_through,
                      vjp_of)
-from .errors import InvalidInputError, NestadError
+from .errors import InvalidInputError, MissingRuleError, NestadError
 from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
 from .batching import all_members, batched_top, call_per_member
@@ -78,6 +78,11 @@ def _apply_stopped(fn, tags, args, kwargs):
         # A function it returns has these runs cut from it by renaming, which does not
         # keep a reverse run's perturbation of its own arguments: _ReverseCut does.
         return tree_map(lambda y: _ReverseCut(y, tags) if callable(y) else y, out)
+    if runs_through(leaves):
+        raise MissingRuleError(
+            "stop_gradient(f)(...) of a function under Taylor mode (nestad.jet, derivatives, "
+            "taylor_series): cutting a jet's run from a function's closure is not supported. "
+            "Apply stop_gradient to the values the function closes over instead")
     top, carried, primals, forward = peel(leaves)
     if forward:
         jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
@@ -176,7 +181,7 @@ def checkpoint(f):
         if not any(isinstance(x, Perturbed) for x in leaves):
             return f(*args, **kwargs)
         top, carried, primals, forward = peel(leaves)
-        if forward or batched_top(leaves) is not None:     # no tape to save
+        if forward or batched_top(leaves) is not None or runs_through(leaves):  # no tape to save
             return f(*args, **kwargs)
         rerun = _Rerun(f, leaves)
         out = apply(checkpointed, tree, primals)
@@ -441,6 +446,11 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
                 "one (differentiating the iterations would be another method, with its own "
                 "convergence)")
         return x_star
+    if runs_through(leaves):
+        raise MissingRuleError(
+            "fixed_point has no Taylor-mode rule (nestad.jet, derivatives, taylor_series): its "
+            "derivatives are implicit, and only their first order is implemented. Nest "
+            "nestad.derivative for higher derivatives of a fixed point")
     top, carried, primals, forward = peel(leaves)
     p = tree.build(primals)
     x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)

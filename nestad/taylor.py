@@ -93,6 +93,7 @@ class Taylor(Interpretation):
     """Taylor mode: the result's coefficients from the arguments' by ``prim``'s rule."""
     __slots__ = ()
     name = 'taylor'
+    runs_functions = True       # checkpoint, staged functions, loops: run on the jets
 
     def process(self, prim, top, args, carried, primals, params):
         if isinstance(prim, Primitive) and any(is_array(p) for p in primals):
@@ -421,6 +422,13 @@ def _sum_prod(a, b, k):
     return s
 
 
+def _raw(x):
+    """The plain value under every tag (also under vmap's batching: a test of all members)."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x
+
+
 def _integer_power(x, n, K):
     """``x^n`` for an integer ``n >= 0`` by repeated squaring of the series (exact at 0)."""
     result = [1.0] + [0.0] * K
@@ -442,13 +450,12 @@ def _pow(prim, xs, carried, params, K, top):
         return [prim.lifted(x[0] if cx else x, y[0])] + exp_series(
             prim.lifted(x[0] if cx else x, y[0]), e, K)[1:]
     y0 = prim.lifted(x[0], y)
-    r = primal_value(y)
-    if not is_array(x[0]) and not isinstance(r, np.ndarray) and primal_value(x[0]) == 0:
-        if float(r) == int(r) and r >= 0:
-            return [y0] + _integer_power(x, int(r), K)[1:]
-    elif isinstance(r, np.ndarray) or is_array(x[0]):
-        if np.any(np.asarray(primal_value(x[0])) == 0):
-            return ode_rule(prim, xs, carried, params, K, top)
+    zero = _raw(x[0]) == 0
+    if np.any(zero):
+        r = _raw(y)
+        if np.ndim(zero) == 0 and np.ndim(r) == 0 and r >= 0 and r == int(r):
+            return [y0] + _integer_power(x, int(r), K)[1:]      # exact at 0
+        return ode_rule(prim, xs, carried, params, K, top)
     return power_series(y0, x, y, K)
 
 
