@@ -180,8 +180,10 @@ def checkpoint(f):
         leaves, tree = flatten((args, kwargs))
         if not any(isinstance(x, Perturbed) for x in leaves):
             return f(*args, **kwargs)
+        if runs_through(leaves):        # Taylor mode keeps no tape either
+            return f(*args, **kwargs)
         top, carried, primals, forward = peel(leaves)
-        if forward or batched_top(leaves) is not None or runs_through(leaves):  # no tape to save
+        if forward or batched_top(leaves) is not None:     # no tape to save
             return f(*args, **kwargs)
         rerun = _Rerun(f, leaves)
         out = apply(checkpointed, tree, primals)
@@ -448,9 +450,9 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
         return x_star
     if runs_through(leaves):
         raise MissingRuleError(
-            "fixed_point has no Taylor-mode rule (nestad.jet, derivatives, taylor_series): its "
-            "derivatives are implicit, and only their first order is implemented. Nest "
-            "nestad.derivative for higher derivatives of a fixed point")
+            "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for fixed_point: its "
+            "derivatives are implicit (one linear equation per run). Nest nestad.derivative "
+            "for higher derivatives of a fixed point")
     top, carried, primals, forward = peel(leaves)
     p = tree.build(primals)
     x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)

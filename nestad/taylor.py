@@ -20,6 +20,7 @@ output ``out`` gets it as the primitive applied at order K-1 (recursively: O(K^3
 user rules only; the built-ins that read ``out`` have recurrences).
 """
 import math
+import threading
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class Taylor(Interpretation):
         xs = [coefficients(a, top, K) if c else a for a, c in zip(args, carried)]
         rule = RULES.get(prim.qualname)
         if rule is None:
-            rule = ode_rule
+            rule = memoised_ode_rule
         out = rule(prim, xs, carried, params, K, top)
         if out.__class__ is not list:                # a piecewise-constant result
             return out
@@ -208,6 +209,48 @@ def ode_rule(prim, xs, carried, params, K, top):
     dy = _with_out(first_order, low, prim, params, K - 1) if K > 1 else first_order(out0)
     d = coefficients(dy, top, K - 1)
     return [out0] + [d[k - 1] / k for k in range(1, K + 1)]
+
+
+# A rule whose partial applies the primitive again (expit' = out * expit(-x)) recurses on
+# two primitives at order K-1, each on two at K-2...: 2^K applications.  Within one
+# application, the results of the recursion are memoised by the arguments' values (exact
+# bits of plain floats and small arrays), which leaves O(K) distinct applications.
+_memo = threading.local()
+
+
+def _bits(v):
+    c = v.__class__
+    if c is float:
+        return v.hex()
+    if c is int or c is bool or c is str or v is None:
+        return v
+    if c is np.ndarray and v.size <= 4096:
+        return (v.shape, v.dtype.str, v.tobytes())
+    if isinstance(v, np.generic):
+        return (v.dtype.str, v.tobytes())
+    if c is tuple:
+        return tuple(_bits(e) for e in v)
+    raise TypeError
+
+
+def memoised_ode_rule(prim, xs, carried, params, K, top):
+    table = getattr(_memo, 'table', None)
+    outermost = table is None
+    if outermost:
+        table = _memo.table = {}
+    try:
+        try:
+            key = (prim.qualname, top, K, _bits(tuple(sorted(params.items()))),
+                   tuple(_bits(tuple(x)) if c else _bits(x) for x, c in zip(xs, carried)))
+        except TypeError:              # values of other runs, large arrays: not memoised
+            return ode_rule(prim, xs, carried, params, K, top)
+        out = table.get(key)
+        if out is None:
+            out = table[key] = ode_rule(prim, xs, carried, params, K, top)
+        return out
+    finally:
+        if outermost:
+            _memo.table = None
 
 
 # ---------------------------------------------------------------- linear and product rules
