@@ -70,6 +70,8 @@ def make_jet(tag, coeffs):
 
 def _zero(x):
     """The higher coefficients of a constant ``x``: zeros of its shape."""
+    if x.__class__ is float or x.__class__ is int:
+        return 0.0
     shape = np.shape(primal_value(x))
     return np.zeros(shape) if shape else 0.0
 
@@ -263,6 +265,16 @@ def linear(prim, xs, carried, params, K, top):
         out.append(prim.lifted(*[x[k] if c else (x if k == 0 else _zero(x))
                                  for x, c in zip(xs, carried)], **params))
     return out
+
+
+def scalar_add(prim, xs, carried, params, K, top):
+    """``a + b`` and ``a - b`` of scalars: a constant moves only the primal."""
+    (a, b), (ca, cb) = xs, carried
+    if ca and cb:
+        return [prim.lifted(a[k], b[k]) for k in range(K + 1)]
+    if ca:
+        return [prim.lifted(a[0], b)] + a[1:]
+    return [prim.lifted(a, b[0])] + ([-v for v in b[1:]] if prim is P.SUB else b[1:])
 
 
 def select(prim, xs, carried, params, K, top):
@@ -512,7 +524,8 @@ def _cbrt(prim, x, K):
 
 
 for _names, _rule in (
-        (('add', 'sub', 'neg', 'numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to',
+        (('add', 'sub'), scalar_add),
+        (('neg', 'numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to',
           'numpy.broadcast_to', 'numpy.reshape', 'numpy.transpose', 'numpy.getitem',
           'numpy.scatter_add', 'numpy.at.set', 'numpy.at.add', 'numpy.astype', 'numpy.sum',
           'numpy.concatenate', 'numpy.cumsum'), linear),
