@@ -184,6 +184,11 @@ def test_directional_derivatives_of_an_array_function():
     M = rng.normal(size=(3, 3)) + 3 * np.eye(3)
     h = lambda t: anp.linalg.det(M + t * A[:, :3]) + anp.sum(anp.linalg.inv(M + t * A[:, :3]))
     close(nd.derivatives(h, 4)(0.0), nested(h, 4)(0.0), rtol=1e-11)
+    S, B = M @ M.T, A[:, :3] + A[:, :3].T
+    for g in (lambda t: anp.linalg.eigh(S + t * B)[1][0, 0], lambda t: anp.linalg.svd(M + t * B)[0][1, 2],
+              lambda t: anp.linalg.slogdet(S + t * B)[1], lambda t: anp.linalg.cholesky(S + t * B)[2, 1],
+              lambda t: anp.linalg.pinv(M + t * B)[0, 1], lambda t: anp.linalg.solve(M + t * B, X0[:3])[1]):
+        close(nd.derivatives(g, 3)(0.3), nested(g, 3)(0.3), rtol=1e-10, atol=1e-12)
 
 
 def test_structures_in_and_out():
