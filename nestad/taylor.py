@@ -126,8 +126,8 @@ def _slope(x, top):
     return make_jet(top, [(k + 1) * x[k + 1] for k in range(len(x) - 1)])
 
 
-class _NeedsOut(Exception):
-    pass
+class _NeedsOut(BaseException):
+    """(Not an Exception: a rule's ``except Exception`` must not swallow it.)"""
 
 
 class _Out(Perturbed):
@@ -160,8 +160,8 @@ _Out.__getitem__ = lambda s, i: s._refuse('')
 _OUT = _Out()
 
 
-def _with_out(first_order, low, prim, params, m):
-    """``first_order(out)`` with ``out`` the result at order ``m``, computed only if the
+def _with_out(first_order, low, prim, params):
+    """``first_order(out)`` with ``out`` the result at the order of ``low``, computed only if the
     rule reads it."""
     try:
         r = first_order(_OUT)
@@ -208,7 +208,7 @@ def ode_rule(prim, xs, carried, params, K, top):
         raise MissingRuleError(
             f"Taylor mode (nestad.jet) has no rule for {prim.qualname}, whose result is a tuple "
             "of values; compute jets of it with nested nestad.derivative instead.")
-    dy = _with_out(first_order, low, prim, params, K - 1) if K > 1 else first_order(out0)
+    dy = _with_out(first_order, low, prim, params) if K > 1 else first_order(out0)
     d = coefficients(dy, top, K - 1)
     return [out0] + [d[k - 1] / k for k in range(1, K + 1)]
 
