@@ -296,3 +296,21 @@ def test_bad_arguments():
         nd.derivatives(nd.sin, -1)
     with pytest.raises(nd.InvalidInputError, match="is a function"):
         nd.derivatives(lambda x: (lambda y: x * y), 2)(1.0)
+
+
+def test_jets_with_batched_tangents_hessian_and_jacobian_f():
+    """jacobian_f and hessian push batched tangents: around and inside a jet."""
+    f = lambda x: anp.sum(anp.tanh(A[:, :3] @ x) ** 2) + anp.prod(anp.sin(x))
+    x0, v = X0[:3], V1[:3]
+    h = nd.hessian(lambda x: nd.jet(f, (x,), ((v, v),))[1][1])(x0)     # f''[v, v] + f'[v]
+    ref = nd.hessian(lambda x: nd.derivative(nd.derivative(lambda t: f(x + t * v)))(0.0)
+                     + nd.derivative(lambda t: f(x + t * v))(0.0))(x0)
+    close(h, ref, rtol=1e-10, atol=1e-12)
+    _, s = nd.jet(nd.hessian(f), (x0,), ((v, v),))
+    H = nd.hessian(f)
+    close(s[0], nd.derivative(lambda t: H(x0 + t * v))(0.0), rtol=1e-12, atol=1e-14)
+    close(s[1], nd.derivative(nd.derivative(lambda t: H(x0 + t * v + t * t / 2 * v)))(0.0),
+          rtol=1e-11, atol=1e-13)
+    J = nd.jacobian_f(lambda x: nd.jet(lambda y: anp.sin(A[:, :3] @ y), (x,), ((v,),))[1][0])(x0)
+    close(J, nd.jacobian_f(lambda x: nd.derivative(lambda t: anp.sin(A[:, :3] @ (x + t * v)))(0.0))(x0),
+          rtol=1e-13)
