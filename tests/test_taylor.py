@@ -314,3 +314,19 @@ def test_jets_with_batched_tangents_hessian_and_jacobian_f():
     J = nd.jacobian_f(lambda x: nd.jet(lambda y: anp.sin(A[:, :3] @ y), (x,), ((v,),))[1][0])(x0)
     close(J, nd.jacobian_f(lambda x: nd.derivative(lambda t: anp.sin(A[:, :3] @ (x + t * v)))(0.0))(x0),
           rtol=1e-13)
+
+
+def test_a_leaked_jet_is_refused():
+    leaked = []
+    nd.derivatives(lambda x: leaked.append(x) or x * x, 2)(1.5)
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped"):
+        nd.sin(leaked[0])
+    with pytest.raises(nd.InvalidInputError, match="already returned"):
+        nd.derivatives(_inner_jet, 1)(1.0)
+
+
+def _inner_jet(x):
+    """A jet made inside and returned undifferentiated: read out of its finished run."""
+    box = []
+    nd.jet(lambda y: box.append(y * x) or y, (x,), ((1.0,),))
+    return box[0]
