@@ -18,6 +18,7 @@ from . import perturbation
 from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, runs_through,
                      vjp_of)
 from .errors import InvalidInputError, MissingRuleError, NestadError
+from .interpret import outermost, split
 from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
 from .batching import all_members, batched_top, call_per_member
@@ -449,10 +450,7 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
                 "convergence)")
         return x_star
     if runs_through(leaves):
-        raise MissingRuleError(
-            "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for fixed_point: its "
-            "derivatives are implicit (one linear equation per run). Nest nestad.derivative "
-            "for higher derivatives of a fixed point")
+        return _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter)
     top, carried, primals, forward = peel(leaves)
     p = tree.build(primals)
     x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)
@@ -484,6 +482,30 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
         cts = pb(w)[1:]
         return [c for c, k in zip(cts, carried) if k]
     return recomputing_cells(top, leaves, carried, primals, x_star, pullback, "fixed_point")
+
+
+def _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter):
+    """fixed_point under Taylor mode: the fixed point of the primals, then its higher
+    coefficients as the fixed point of the map on jets, ``x = f(x, p)`` with ``x``'s
+    primal held at ``x*`` (for a contraction the map's coefficient k contracts at the
+    rate of the primal iteration once the lower ones have converged, so the limit is the
+    Taylor expansion of ``x*(p(t))``: the implicit derivatives of every order)."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, primals = split(leaves, top)
+    x_star = fixed_point(f, x0, *tree.build(list(primals)), tol=tol, max_iter=max_iter)
+    K = min(len(x.series) for x, c in zip(leaves, carried) if c)
+    x_leaves, x_tree = flatten(x_star)
+
+    def jets(C):
+        return x_tree.build([make_jet(top, [a, *c]) for a, c in zip(x_leaves, C)])
+
+    def step(C):
+        out = flatten(f(jets(C), *params))[0]
+        return [coefficients(y, top, K)[1:] for y in out]
+    C = _iterate(step, [[_zero_like(a)] * K for a in x_leaves], tol, max_iter,
+                 "fixed_point's Taylor coefficients", _LINEARISED)
+    return jets(C)
 
 
 _LINEARISED = (

@@ -33,8 +33,8 @@ def peel(leaves):
     if getattr(interp, 'runs_functions', False):
         raise MissingRuleError(
             "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
-            "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint; "
-            "fixed_point): its derivatives are implicit. Nest nestad.derivative for its higher "
+            "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
+            "its derivatives are implicit. Nest nestad.derivative for its higher "
             "derivatives")
     carried, primals = split(leaves, top)
     return top, carried, list(primals), interp is FORWARD

@@ -272,11 +272,23 @@ def test_control_operators_under_jet():
     close(nd.derivatives(lambda x: nd.stop_gradient(x) * x, 3)(2.0), [4.0, 2.0, 0.0, 0.0], rtol=0)
 
 
+def test_fixed_point_under_jet_gives_every_order():
+    newton_sqrt = lambda x: nd.fixed_point(lambda z, a: 0.5 * (z + a / z), 1.0, x)
+    close(nd.derivatives(newton_sqrt, 8)(2.0), nd.derivatives(nd.sqrt, 8)(2.0), rtol=1e-13)
+    close(nd.stage(nd.derivatives(newton_sqrt, 4))(3.0), nd.derivatives(nd.sqrt, 4)(3.0), rtol=1e-13)
+    close(nd.gradient_r(lambda x: nd.derivatives(newton_sqrt, 3)(x)[3])(2.0),
+          nd.derivatives(nd.sqrt, 4)(2.0)[4], rtol=1e-13)
+    close(nd.derivatives(nd.derivative(newton_sqrt), 3)(2.0), nd.derivatives(nd.sqrt, 4)(2.0)[1:],
+          rtol=1e-13)
+    M = np.array([[0.3, 0.1], [0.2, 0.4]])
+    g = lambda x: anp.sum(nd.fixed_point(lambda z, a: anp.tanh(M @ z) * a + 1.0, np.zeros(2), x) ** 2)
+    close(nd.derivatives(g, 3)(0.7), nested(g, 3)(0.7), rtol=1e-9)
+
+
 @pytest.mark.parametrize("g", [
-    lambda x: nd.fixed_point(lambda z, a: 0.5 * (z + a / z), 1.0, x),
     lambda x: nd.root(lambda y, a: y * y - a, 1.0, x),
     lambda x: nd.stop_gradient(lambda y: y * x)(x),
-], ids=["fixed_point", "root", "stop_gradient of a function"])
+], ids=["root", "stop_gradient of a function"])
 def test_functions_without_a_taylor_rule_are_refused(g):
     with pytest.raises(nd.MissingRuleError, match="Taylor mode") as e:
         nd.derivatives(g, 3)(2.0)
