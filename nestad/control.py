@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 
 from . import perturbation
-from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, runs_through,
-                     vjp_of)
+from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
+                     runs_through, vjp_of)
 from .errors import InvalidInputError, MissingRuleError, NestadError
 from .interpret import outermost, split
 from .extraction import PRIMAL, ExtractedFunction, tangent_of

@@ -508,7 +508,7 @@ def _pow(prim, xs, carried, params, K, top):
     zero = _raw(x[0]) == 0
     if np.any(zero):
         r = _raw(y)
-        if np.ndim(zero) == 0 and np.ndim(r) == 0 and r >= 0 and r == int(r):
+        if np.ndim(zero) == 0 and np.ndim(r) == 0 and 0 <= r < math.inf and r == int(r):
             return [y0] + _integer_power(x, int(r), K)[1:]      # exact at 0
         return ode_rule(prim, xs, carried, params, K, top)
     return power_series(y0, x, y, K)
