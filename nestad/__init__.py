@@ -30,6 +30,7 @@ from .checking import check_grads  # noqa: E402
 
 _modules.install()      # a missing nestad.x module names the nearest one that exists
 from .batching import vmap  # noqa: E402
+from .taylor import derivatives, jet, taylor_series  # noqa: E402
 
 # The differentiable scalar functions (sin, exp, atan2, abs, floor...): every primitive
 # defined for this namespace, from the registry (nestad/primitives.py defines them).
@@ -43,8 +44,8 @@ __all__ = [
     'value_and_gradient_r', 'value_and_grad', 'vjp', 'jacobian_f', 'jacobian_r', 'jacfwd',
     'jacrev', 'hessian', 'hvp', 'elementwise_grad', 'check_grads',
     'where', 'isnan', 'isfinite', 'isinf',
-    'vmap', 'trace', 'stage', 'jit', 'export', 'while_loop', 'scan', 'fori_loop', 'Program', 'GuardFailure', 'StagingError',
-    'StagingWarning',
+    'vmap', 'jet', 'derivatives', 'taylor_series', 'trace', 'stage', 'jit', 'export', 'while_loop',
+    'scan', 'fori_loop', 'Program', 'GuardFailure', 'StagingError', 'StagingWarning',
     'primitive', 'extend', 'stop_gradient', 'checkpoint', 'checkpoint_loop', 'fixed_point',
     'linear_solve', 'root', 'minimize', 'odeint',
     'register_structure', 'flatten', 'optim', 'primal_value', 'tangent_add', 'tangent_scale', 'Bundle', 'TapeCell',

@@ -16,8 +16,9 @@ import numpy as np
 
 from . import perturbation
 from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
-                     vjp_of)
-from .errors import InvalidInputError, NestadError
+                     runs_through, vjp_of)
+from .errors import InvalidInputError, MissingRuleError, NestadError
+from .interpret import outermost, split
 from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
 from .batching import all_members, batched_top, call_per_member
@@ -78,6 +79,11 @@ def _apply_stopped(fn, tags, args, kwargs):
         # A function it returns has these runs cut from it by renaming, which does not
         # keep a reverse run's perturbation of its own arguments: _ReverseCut does.
         return tree_map(lambda y: _ReverseCut(y, tags) if callable(y) else y, out)
+    if runs_through(leaves):
+        raise MissingRuleError(
+            "stop_gradient(f)(...) of a function under Taylor mode (nestad.jet, derivatives, "
+            "taylor_series): cutting a jet's run from a function's closure is not supported. "
+            "Apply stop_gradient to the values the function closes over instead")
     top, carried, primals, forward = peel(leaves)
     if forward:
         jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
@@ -174,6 +180,8 @@ def checkpoint(f):
     def checkpointed(*args, **kwargs):
         leaves, tree = flatten((args, kwargs))
         if not any(isinstance(x, Perturbed) for x in leaves):
+            return f(*args, **kwargs)
+        if runs_through(leaves):        # Taylor mode keeps no tape either
             return f(*args, **kwargs)
         top, carried, primals, forward = peel(leaves)
         if forward or batched_top(leaves) is not None:     # no tape to save
@@ -441,6 +449,8 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
                 "one (differentiating the iterations would be another method, with its own "
                 "convergence)")
         return x_star
+    if runs_through(leaves):
+        return _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter)
     top, carried, primals, forward = peel(leaves)
     p = tree.build(primals)
     x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)
@@ -472,6 +482,30 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
         cts = pb(w)[1:]
         return [c for c, k in zip(cts, carried) if k]
     return recomputing_cells(top, leaves, carried, primals, x_star, pullback, "fixed_point")
+
+
+def _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter):
+    """fixed_point under Taylor mode: the fixed point of the primals, then its higher
+    coefficients as the fixed point of the map on jets, ``x = f(x, p)`` with ``x``'s
+    primal held at ``x*`` (for a contraction the map's coefficient k contracts at the
+    rate of the primal iteration once the lower ones have converged, so the limit is the
+    Taylor expansion of ``x*(p(t))``: the implicit derivatives of every order)."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, primals = split(leaves, top)
+    x_star = fixed_point(f, x0, *tree.build(list(primals)), tol=tol, max_iter=max_iter)
+    K = min(len(x.series) for x, c in zip(leaves, carried) if c)
+    x_leaves, x_tree = flatten(x_star)
+
+    def jets(C):
+        return x_tree.build([make_jet(top, [a, *c]) for a, c in zip(x_leaves, C)])
+
+    def step(C):
+        out = flatten(f(jets(C), *params))[0]
+        return [coefficients(y, top, K)[1:] for y in out]
+    C = _iterate(step, [[_zero_like(a)] * K for a in x_leaves], tol, max_iter,
+                 "fixed_point's Taylor coefficients", _LINEARISED)
+    return jets(C)
 
 
 _LINEARISED = (

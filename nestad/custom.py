@@ -17,7 +17,7 @@ import numpy as np
 
 from . import perturbation
 from .arrays import VJP, make_bundle, make_cell
-from .errors import EscapedPerturbationError, InvalidInputError
+from .errors import EscapedPerturbationError, InvalidInputError, MissingRuleError
 from .extraction import primal_of, tangent_of
 from .structures import flatten
 from .interpret import FORWARD, outermost, split
@@ -30,8 +30,20 @@ def peel(leaves):
     it is a forward run (else reverse: callers handle a batched one first, with
     ``nestad.batching.batched_top``)."""
     top, interp = outermost(leaves)
+    if getattr(interp, 'runs_functions', False):
+        raise MissingRuleError(
+            "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
+            "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
+            "its derivatives are implicit. Nest nestad.derivative for its higher "
+            "derivatives")
     carried, primals = split(leaves, top)
     return top, carried, list(primals), interp is FORWARD
+
+
+def runs_through(leaves):
+    """Is the outermost run among ``leaves`` one whose interpretation runs a function with
+    rules of its own on its values, as Python code (Taylor mode: ``runs_functions``)?"""
+    return getattr(outermost(leaves)[1], 'runs_functions', False)
 
 
 def reads_closure(out, top):

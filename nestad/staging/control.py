@@ -209,6 +209,8 @@ def _loop(cond_f, body_f, leaves):
     if not tags:
         return _record(cond_f, body_f, leaves)
     carried = [isinstance(x, Perturbed) and x.tag == top for x in leaves]
+    if getattr(leaves[carried.index(True)].interpretation, 'runs_functions', False):
+        raise _Unroll()        # Taylor mode: the loop unrolled into the trace
     if leaves[carried.index(True)].__class__ is Batched:
         return _loop_batched(cond_f, body_f, leaves, carried, top)
     primals = [x.primal if c else x for x, c in zip(leaves, carried)]

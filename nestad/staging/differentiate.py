@@ -17,7 +17,8 @@ staged functions like any other, so they peel those off the same way, one run at
 time.  Inside a trace, arguments are tracers under the perturbations, and the staged
 jvp/vjp are traced through.
 """
-from ..custom import apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells, vjp_of
+from ..custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
+                      runs_through, vjp_of)
 from ..batching import batch_of, batched_top
 from ..structures import tree_map
 from ..values import Batched, Perturbed
@@ -27,6 +28,8 @@ from .tracing import closure_error
 
 
 def call_perturbed(staged, leaves, tree, mask=None):
+    if runs_through(leaves):       # Taylor mode: the function itself on the jets
+        return apply(staged.f, tree, leaves)
     top = batched_top(leaves)
     if top is not None:
         # vmap: the staged batched f (vmap of f, staged like jvp and vjp) on the stacked values
