@@ -914,17 +914,43 @@ def _adjoint_interval(adjoint, args, opts):
     """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (y_start,
     y_end, a, g, span, p, ch)``: the adjoint equations integrated backwards over one
     interval between output times, reading ``y`` from its forward steps (recomputed from
-    ``y_start``).  A derivative of this (a second derivative of ``odeint``) integrates
-    ``(y, a, g)`` backwards together from ``y_end`` instead, as JAX does: ``odeint``
-    calls, which its rules differentiate in turn."""
-    if any(isinstance(v, Perturbed) for v in flatten(args)[0]):
-        _, y_end, a, gp, span, pp, chosen_p = args
+    ``y_start``).  Its derivatives (second derivatives of ``odeint``) come from
+    ``odeint`` calls, which its rules differentiate in turn: ``y`` at every forward step
+    (``odeint`` at those times), and ``(y, a, g)`` integrated backwards together over
+    each step from there (restarting ``y`` at each step keeps the backward ``y`` close
+    to the forward one).  When tracing, where the steps are not known, over the whole
+    interval from ``y_end``, as JAX does."""
+    leaves = flatten(args)[0]
+    if any(isinstance(v, Perturbed) for v in leaves):
+        y_start, y_end, a, gp, span, pp, chosen_p = args
         rhs = _field(adjoint, args, opts)
-        _, a, gp = _index(_odeint(rhs, (y_end, a, gp), span[::-1], (pp, chosen_p), opts), 1)
+        if any_tracer(leaves):                # (the steps are not known when tracing)
+            pieces = [(span, y_end)]
+        else:                                 # y restarts at each forward step
+            times = _step_times(adjoint.f, y_start, span, pp, opts)
+            ys = _odeint(adjoint.f, y_start, times, pp, opts)
+            pieces = [(times[k - 1:k + 1], _index(ys, k)) for k in range(len(times) - 1, 0, -1)]
+        for piece, y in pieces:
+            _, a, gp = _index(_odeint(rhs, (y, a, gp), piece[::-1], (pp, chosen_p), opts), 1)
         return a, gp
-    staged = not any_tracer(flatten(args)[0])
+    staged = not any_tracer(leaves)
     return _plain_call("odeint", lambda q: _adjoint_plain(adjoint, q, opts, staged), args,
                        (args[2], args[3]), lambda q: _adjoint_interval(adjoint, q, opts))
+
+
+def _step_times(f, y_start, span, params, opts):
+    """The times of the forward steps over ``span`` from the plain values of ``y_start``
+    and ``params`` (where a perturbed integration's steps are)."""
+    y, pp = primal_tree(y_start), primal_tree(params)
+    span = np.asarray(span, dtype=float)
+    fun, yv = _plain_fun(f, y, pp, span[0]), _ravel(y, "odeint's y0")[0]
+    if not yv.size:
+        return span
+    fy = fun(span[0], yv)
+    h_abs = _initial_step(fun, span[0], yv, fy, span[1], 1.0 if span[1] > span[0] else -1.0,
+                          *opts[:2])
+    return np.array([span[0]] + [step[4] for step in _dopri(fun, span[0], yv, fy, h_abs,
+                                                              span[1], *opts[:2])])
 
 
 def _adjoint_plain(adjoint, args, opts, staged):

@@ -1169,3 +1169,13 @@ def test_leaked_perturbation_through_a_control_operator(through, read):
     leaked = _leak('gradient_r', 0)
     with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
         LEAK_READS[read](lambda z: through(leaked))
+
+
+# ---------------------------------------------------------------- odeint's checkpoints
+
+@pytest.mark.parametrize('checkpoints', [1, 0, 2.0, True, "4"])
+def test_odeint_checkpoints_must_be_an_int_of_at_least_two(checkpoints):
+    with pytest.raises(InvalidInputError, match=r"odeint: checkpoints must be an int >= 2 \(the "
+                                                r"most forward steps kept at a time in reverse "
+                                                r"mode\) or None \(keep every step\), not"):
+        nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0], checkpoints=checkpoints)
