@@ -765,8 +765,11 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000, checkpoin
     interval of more steps keeps at most ``N`` step starts and recomputes the steps
     between them when the adjoint reaches them (recursively), so memory does not grow
     with the number of steps (the cost: one more forward pass per level).  Both modes
-    are ``odeint`` calls themselves, so derivatives nest to any order.  Raises if an
-    interval between two times needs more than ``mxstep`` steps."""
+    are ``odeint`` calls themselves, so derivatives nest to any order (a reverse-mode
+    derivative differentiated again integrates ``y`` backwards with the adjoint, as
+    JAX does: for strongly dissipative problems prefer forward over forward, or
+    reverse over forward; notes/solvers.md).  Raises if an interval between two times
+    needs more than ``mxstep`` steps."""
     if not callable(f):
         raise InvalidInputError(f"odeint(f, y0, t, *params): f must be a function f(y, t, "
                                 f"*params), not {type(f).__name__}")
