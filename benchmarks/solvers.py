@@ -24,8 +24,9 @@ What is measured
    k and b 100-vectors), from t = 0 to 5 (rtol = atol = 1e-6): the reverse gradient of
    ``sum(y(5)^2)`` with respect to y0, k and b (the adjoint method) against the forward
    solve on plain values.  Target <= 5x.  Then the peak memory of that gradient
-   (tracemalloc) for spans 5, 20 and 80 (so 4x and 16x the steps): the adjoint keeps
-   the solution at the output times only, so it must not grow with the steps.  Last,
+   (tracemalloc) and its time for spans 5, 20 and 80 (so 4x and 16x the steps), with
+   every forward step kept (the default: memory grows with the steps) and with
+   ``checkpoints=8`` (at most 8 steps kept at a time: memory must not grow).  Last,
    the same with all of W as the parameter (10,000 parameter cotangents integrated
    backwards with the 100 states; no target).
 
@@ -156,18 +157,28 @@ def odeint_nestad():
     loss = lambda y0, k, b, T=5.0: anp.sum(solve(y0, k, b, T)[-1] ** 2)      # noqa: E731
     _, t_fwd = timed(lambda: solve(y0, k, b))
     _, t_rev = timed(lambda: nd.gradient_r(loss, (0, 1, 2))(y0, k, b))
-    peaks = {}
+    peaks, peaks_cp, times_cp = {}, {}, {}
     for T in (5.0, 20.0, 80.0):
         tracemalloc.start()
         nd.gradient_r(loss, (0, 1, 2))(y0, k, b, T=T)
         peaks[T] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
+        cp = lambda y0, k, b: anp.sum(nd.odeint(f, y0, ts(T), k, b, rtol=1e-6, atol=1e-6,  # noqa
+                                                checkpoints=8)[-1] ** 2)
+        tracemalloc.start()
+        nd.gradient_r(cp, (0, 1, 2))(y0, k, b)
+        peaks_cp[T] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        times_cp[T] = (timed(lambda: solve(y0, k, b, T), 3)[1],
+                       timed(lambda: nd.gradient_r(loss, (0, 1, 2))(y0, k, b, T=T), 3)[1],
+                       timed(lambda: nd.gradient_r(cp, (0, 1, 2))(y0, k, b), 3)[1])
     # the same system with all of W as the parameter: 10,000 cotangents ride along
     g = lambda y, t, W: anp.tanh(W @ y + b) - k * y                           # noqa: E731
     solve_w = lambda W: nd.odeint(g, y0, ts(5.0), W, rtol=1e-6, atol=1e-6)    # noqa: E731
     _, t_fwd_w = timed(lambda: solve_w(W))
     _, t_rev_w = timed(lambda: nd.gradient_r(lambda W: anp.sum(solve_w(W)[-1] ** 2))(W))
-    return dict(forward=t_fwd, reverse=t_rev, peaks=peaks, forward_w=t_fwd_w, reverse_w=t_rev_w)
+    return dict(forward=t_fwd, reverse=t_rev, peaks=peaks, forward_w=t_fwd_w, reverse_w=t_rev_w,
+                peaks_cp=peaks_cp, times_cp=times_cp)
 
 
 def run(part):
@@ -217,8 +228,13 @@ def main():
         ['reverse gradient, W (10,000 parameters)', fmt_time(od['reverse_w']),
          f"{od['reverse_w'] / od['forward_w']:.2f}"],
     ])
-    print("peak memory of the gradient by span (steps grow with the span): " + ", ".join(
-        f"T = {float(T):g}: {p / 1e6:.2f} MB" for T, p in od['peaks'].items()))
+    print("\nby span T (the steps grow with T): peak memory (tracemalloc) and CPU time of the "
+          "gradient, every step kept and checkpoints=8")
+    print_table(['T', 'forward', 'gradient', 'ratio', 'peak', 'checkpoints=8', 'ratio', 'peak'], [
+        [f"{float(T):g}", fmt_time(tf), fmt_time(tr), f"{tr / tf:.2f}",
+         f"{od['peaks'][T] / 1e6:.2f} MB", fmt_time(tc), f"{tc / tf:.2f}",
+         f"{od['peaks_cp'][T] / 1e6:.2f} MB"]
+        for T, (tf, tr, tc) in od['times_cp'].items()])
 
 
 if __name__ == '__main__':

@@ -748,7 +748,7 @@ _P = np.array([
     [0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423]])
 
 
-def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000):
+def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000, checkpoints=None):
     """The solution of ``dy/dt = f(y, t, *params)``, ``y(t[0]) = y0``, at every time in
     ``t`` (increasing or decreasing), as scipy's and JAX's ``odeint``: an array with a
     leading axis of ``len(t)`` (for a structure ``y0``, the same structure of such
@@ -758,10 +758,18 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000):
     are ``scipy.integrate.solve_ivp(method='RK45', t_eval=t)``'s at the same ``rtol``
     and ``atol``.  Derivatives with respect to ``y0`` and ``params`` are those of the
     exact solution, to the tolerances: forward mode integrates the sensitivity
-    equations with the solution, reverse mode the adjoint equations backwards from the
-    solution kept at the times ``t`` only (memory independent of the number of steps).
-    Both are ``odeint`` calls themselves, so derivatives nest to any order.  Raises if
-    an interval between two times needs more than ``mxstep`` steps."""
+    equations with the solution, reverse mode the adjoint equations backwards over
+    each interval between two times, reading the solution from its forward steps
+    (recomputed from the solution at the interval's start and kept with their
+    interpolants).  ``checkpoints=N`` bounds what is kept to ``N`` steps at a time: an
+    interval of more steps keeps at most ``N`` step starts and recomputes the steps
+    between them when the adjoint reaches them (recursively), so memory does not grow
+    with the number of steps (the cost: one more forward pass per level).  Both modes
+    are ``odeint`` calls themselves, so derivatives nest to any order (a reverse-mode
+    derivative differentiated again integrates ``y`` backwards with the adjoint, as
+    JAX does: for strongly dissipative problems prefer forward over forward, or
+    reverse over forward; notes/solvers.md).  Raises if an interval between two times
+    needs more than ``mxstep`` steps."""
     if not callable(f):
         raise InvalidInputError(f"odeint(f, y0, t, *params): f must be a function f(y, t, "
                                 f"*params), not {type(f).__name__}")
@@ -782,7 +790,12 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000):
     for name, v in (("rtol", rtol), ("atol", atol)):
         if not (isinstance(v, (int, float)) and v > 0):
             raise InvalidInputError(f"odeint: {name} must be a positive number, not {v!r}")
-    return _odeint(f, y0, tv, tuple(params), (rtol, atol, mxstep, {}))
+    if checkpoints is not None and (isinstance(checkpoints, bool) or not isinstance(
+            checkpoints, int) or checkpoints < 2):
+        raise InvalidInputError(f"odeint: checkpoints must be an int >= 2 (the most forward steps "
+                                f"kept at a time in reverse mode) or None (keep every step), not "
+                                f"{checkpoints!r}")
+    return _odeint(f, y0, tv, tuple(params), (rtol, atol, mxstep, {}, checkpoints))
 
 
 def _index(tree, i):
@@ -798,7 +811,12 @@ def _odeint(f, y0, t, params, opts):
                            (y0, t, params), example, lambda q: _odeint(f, q[0], q[1], q[2], opts))
     top, carried, primals, forward = peel(leaves)
     y0p, pp = tree.build(primals)
-    ys = _odeint(f, y0p, t, pp, opts)
+    steps = starts = None
+    if forward or any(isinstance(a, Perturbed) for a in primals):
+        ys = _odeint(f, y0p, t, pp, opts)
+    else:                                     # with the state where each interval's steps start
+        steps = [] if opts[4] is None and not any_tracer(primals) and not is_tracer(t) else None
+        ys, starts = _kept_forward(f, y0p, t, pp, opts, steps)
     p_leaves, p_tree = flatten(pp)
     chosen_p = [a for a, c in zip(p_leaves, carried[n_y:]) if c]
     if forward:                               # the sensitivity equations, with the solution
@@ -823,13 +841,17 @@ def _odeint(f, y0, t, params, opts):
         return forward_result(top, ys, s)
 
     def pullback(prims, ct):                  # the adjoint equations, backwards
-        rhs = _field(_Adjoint(f, carried[n_y:], p_tree), (ys, ct, pp, chosen_p), opts)
+        adjoint = _Adjoint(f, carried[n_y:], p_tree)
         n = np.shape(primal_tree(t))[0]
         a = _index(ct, n - 1)
         gp = [_zeros(c) for c in chosen_p]
         for i in range(n - 1, 0, -1):
-            z = (_index(ys, i), a, gp)
-            _, a, gp = _index(_odeint(rhs, z, t[i - 1:i + 1][::-1], (pp, chosen_p), opts), 1)
+            start = _index(starts, i - 1) if starts is not None else (0.0, 0.0, 0.0, 0.0)
+            args = (start, _index(ys, i), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
+            if steps is not None and not any(isinstance(v, Perturbed) for v in flatten(args)[0]):
+                a, gp = _adjoint_plain(adjoint, args, opts, True, steps)
+            else:
+                a, gp = _adjoint_interval(adjoint, args, opts)
             a = _zip(lambda u, v: u + v, a, _index(ct, i - 1))
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
@@ -880,6 +902,137 @@ class _Adjoint(_Augmented):
         return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
 
 
+class _Reading:
+    """``(a, g)' = (-a J_y f, -a J_p f)`` at the given ``y`` (a flat vector: the
+    stored forward solution read at ``t``), from ``_Adjoint``."""
+    __slots__ = ('adjoint', 'unravel', 'key')
+
+    def __init__(self, adjoint, y):
+        leaves, tree = flatten(y)
+        self.adjoint, self.unravel = adjoint, _ravel(y, "odeint")[1]
+        self.key = (adjoint.key, tree.signature(), tuple(np.shape(a) for a in leaves))
+
+    def __eq__(self, other):
+        return isinstance(other, _Reading) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, z, tt, yv, p, ch):
+        return self.adjoint((self.unravel(yv), *z), tt, p, ch)[1:]
+
+
+def _adjoint_interval(adjoint, args, opts):
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_end,
+    a, g, span, t_last, p, ch)``: the adjoint equations integrated backwards over one
+    interval between output times, reading ``y`` from the forward steps, recomputed from
+    ``start`` (the forward integration's state where its step holding ``span[0]``
+    began: the same steps, so traced and eager derivatives agree).  Its derivatives (second derivatives of ``odeint`` whose inner
+    derivative is reverse mode) integrate ``(y, a, g)`` backwards together from
+    ``y_end`` instead, as JAX does: ``odeint`` calls, which its rules differentiate in
+    turn, the same whether traced or not (the forward steps are not known when
+    tracing).  That loses accuracy where ``y`` is unstable backwards (notes/solvers.md).
+    """
+    leaves = flatten(args)[0]
+    if any(isinstance(v, Perturbed) for v in leaves):
+        _, y_end, a, gp, span, _, pp, chosen_p = args
+        rhs = _field(adjoint, args, opts)
+        _, a, gp = _index(_odeint(rhs, (y_end, a, gp), span[::-1], (pp, chosen_p), opts), 1)
+        return a, gp
+    staged = not any_tracer(leaves)
+    return _plain_call("odeint", lambda q: _adjoint_plain(adjoint, q, opts, staged), args,
+                       (args[2], args[3]), lambda q: _adjoint_interval(adjoint, q, opts))
+
+
+def _adjoint_plain(adjoint, args, opts, staged, steps=None):
+    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept."""
+    start, y_end, a, gp, span, t_last, pp, chosen_p = args
+    rtol, atol, mxstep, cache, limit = opts
+    t_s, t_e = (float(v) for v in np.asarray(span, dtype=float))
+    yv = _ravel(y_end, "odeint's y0")[0]
+    zv, z_unravel = _ravel((a, gp), "odeint")
+    if not yv.size:
+        return a, gp
+    reading, params = _Reading(adjoint, y_end), (yv, pp, chosen_p)
+    back = _StagedField(reading, cache).vector_field((a, gp), params, t_e, True) if staged \
+        else None
+    if back is None:
+        def back(tt, v, y):
+            return _ravel(reading(z_unravel(v), tt, y, pp, chosen_p), "odeint's f")[0]
+    if steps is not None:
+        return z_unravel(_read_back(back, steps, zv, t_e, t_s, rtol, atol, mxstep))
+    fun = _plain_fun(adjoint.f, y_end, pp, t_s)
+    t0, y0, f0, h0 = start
+    start = (float(t0), np.asarray(y0, dtype=float), np.asarray(f0, dtype=float), float(h0))
+    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last)[0]), t_s, t_e, zv, rtol,
+                          atol, mxstep, limit)
+    return z_unravel(zv)
+
+
+def _adjoint_segment(fun, back, start, t_last, t_lo, t_hi, z, rtol, atol, mxstep, limit):
+    """``z`` at ``t_lo`` from ``z`` at ``t_hi``: the forward steps from ``start = (t, y,
+    f(t, y), first step size)`` (towards ``t_last``) until one passes ``t_hi``, kept (at
+    most ``limit`` of them; beyond, at most ``limit`` step starts, every ``stride``-th,
+    to recompute from), then ``z' = back(t, z, y(t))`` integrated from ``t_hi`` back to
+    ``t_lo``, ``y(t)`` by the steps' interpolants."""
+    direction = 1.0 if t_last > start[0] else -1.0
+    steps, marks, stride = [], [], 1
+    for k, (t0, y0, f0, h0, t_new, _, h, K) in enumerate(_dopri(fun, *start, t_last, rtol,
+                                                                 atol)):
+        if limit is not None and k % stride == 0:
+            marks.append((t0, y0, f0, h0))
+            if len(marks) > limit:
+                marks, stride = marks[::2], 2 * stride
+        if steps is not None:
+            steps.append((t0, h, y0, K.T @ _P))
+            if limit is not None and len(steps) > limit:
+                steps = None
+        if direction * (t_new - t_hi) >= 0:
+            break
+    if steps is not None:
+        return _read_back(back, steps, z, t_hi, t_lo, rtol, atol, mxstep)
+    ends = [m[0] for m in marks[1:]] + [t_hi]  # recompute between checkpoints, the last first
+    for k in range(len(marks) - 1, -1, -1):
+        lo = t_lo if k == 0 else marks[k][0]
+        if direction * (ends[k] - lo) > 0:
+            z = _adjoint_segment(fun, back, marks[k], t_last, lo, ends[k], z, rtol, atol, mxstep,
+                                 limit)
+    return z
+
+
+def _read_back(back, steps, z, t_end, t_start, rtol, atol, mxstep):
+    """``z' = back(t, z, y(t))`` integrated from ``t_end`` to ``t_start``, ``y(t)`` by
+    the interpolant of the step holding ``t`` (``steps``: ``(t, h, y, Q)``, in order)."""
+    direction = 1.0 if steps[0][1] > 0 else -1.0
+    starts = direction * np.array([st[0] for st in steps])
+
+    def y_at(tt):
+        k = min(max(int(np.searchsorted(starts, direction * tt, 'right')) - 1, 0),
+                len(steps) - 1)
+        t0, h, y0, Q = steps[k]
+        return y0 + h * (Q @ np.cumprod(np.full(4, (tt - t0) / h)))
+    return _integrate(lambda tt, v: back(tt, v, y_at(tt)), z, np.array([t_end, t_start]),
+                      rtol, atol, mxstep)[-1]
+
+
+def _kept_forward(f, y0, t, params, opts, steps):
+    """``odeint``'s values on values without a perturbation, with, for each time, the
+    state ``(t, y, f, first step size)`` where the step that reached it began (its
+    steps appended to ``steps`` if given)."""
+    def run(q):
+        starts = (np.zeros(q[1].size), np.zeros((q[1].size, flat.size)),
+                  np.zeros((q[1].size, flat.size)), np.zeros(q[1].size))
+        return _rk45(f, q[0], q[1], q[2], opts, steps, starts), starts
+    flat = _ravel(primal_tree(y0), "odeint's y0")[0]
+    count = np.shape(primal_tree(t))[0]
+    example = (tree_map(lambda a: np.zeros((count,) + np.shape(a)), primal_tree(y0)),
+               (np.zeros(count), np.zeros((count, flat.size)), np.zeros((count, flat.size)),
+                np.zeros(count)))
+    return _plain_call("odeint", run, (y0, t, params), example,
+                       lambda q: (_odeint(f, q[0], q[1], q[2], opts),
+                                  run(tuple(primal_tree(v) for v in q))[1]))
+
+
 def _field(fn, args, opts):
     """``fn``, to be integrated by the plain RK45 through ``nd.stage`` if ``args`` (what
     it will be integrated with) are plain: the sensitivity and adjoint equations'
@@ -905,7 +1058,7 @@ class _StagedField:
     def __call__(self, *args):
         return self.fn(*args)
 
-    def vector_field(self, y0, params, t0):
+    def vector_field(self, y0, params, t0, varying=False):
         from . import numpy as anp
         from .staging import stage
         v0, unravel = _ravel(y0, "odeint")
@@ -924,10 +1077,16 @@ class _StagedField:
         if staged is False:
             return None
 
-        def fun(tt, v):
-            return staged(v, float(tt), *p_leaves)
+        if varying:                           # fun(t, v, first leaf of params)
+            def fun(tt, v, first):
+                return staged(v, float(tt), first, *p_leaves[1:])
+            check = (t0, v0, p_leaves[0])
+        else:
+            def fun(tt, v):
+                return staged(v, float(tt), *p_leaves)
+            check = (t0, v0)
         try:
-            fun(t0, v0)
+            fun(*check)
         except StagingError:
             self.cache[key] = False
             return None
@@ -943,82 +1102,113 @@ def _rms(x):
     return float(np.linalg.norm(x) / math.sqrt(x.size)) if x.size else 0.0
 
 
-def _rk45(f, y0, t, params, opts):
-    rtol, atol, mxstep, _ = opts
+def _rk45(f, y0, t, params, opts, steps=None, starts=None):
     t = np.asarray(t, dtype=float)
-    y, unravel = _ravel(y0, "odeint's y0")
-    n, count = y.size, t.size
-
-    fun = f.vector_field(y0, params, t[0]) if isinstance(f, _StagedField) and n else None
-    if fun is None:
-        def fun(tt, v):
-            return checked(_ravel(f(unravel(v), tt, *params), "odeint's f")[0], v)
-
-    def checked(out, v):
-        if out.shape != v.shape:
-            raise InvalidInputError(f"odeint: f(y, t, *params) returned {out.size} numbers for a "
-                                    f"y of {n}; it must return dy/dt, shaped like y")
-        return out
-    out = np.empty((count, n))
-    out[0] = y
-    if count > 1 and n:
-        t_now, t_end = t[0], t[-1]
-        direction = 1.0 if t_end > t_now else -1.0
-        fy = fun(t_now, y)
-        h_abs = _initial_step(fun, t_now, y, fy, t_end, direction, rtol, atol)
-        K = np.empty((7, n))
-        j, steps = 1, 0
-        while j < count:
-            min_step = 10 * abs(np.nextafter(t_now, direction * np.inf) - t_now)
-            h_abs = max(h_abs, min_step)
-            rejected = False
-            while True:                       # one accepted step (scipy's RK45._step_impl)
-                if h_abs < min_step:
-                    raise NestadError(f"odeint: the step size fell below {min_step:.3g} at t = "
-                                      f"{t_now:.6g}: the equation is stiff or its solution "
-                                      "blows up there; loosen rtol/atol or check f")
-                t_new = t_now + h_abs * direction
-                if direction * (t_new - t_end) > 0:
-                    t_new = t_end
-                h = t_new - t_now
-                h_abs = abs(h)
-                K[0] = fy
-                for s in range(1, 6):
-                    K[s] = fun(t_now + _C[s] * h, y + h * (K[:s].T @ _A[s]))
-                y_new = y + h * (K[:6].T @ _B)
-                K[6] = f_new = fun(t_new, y_new)
-                scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
-                err = _rms((K.T @ _E) * h / scale)
-                if not math.isfinite(err):
-                    raise NestadError(f"odeint: f is not finite near t = {t_now:.6g}; check f "
-                                      "and y0")
-                if err < 1:
-                    factor = 10.0 if err == 0 else min(10.0, 0.9 * err ** -0.2)
-                    h_abs *= min(1.0, factor) if rejected else factor
-                    break
-                h_abs *= max(0.2, 0.9 * err ** -0.2)
-                rejected = True
-            steps += 1
-            Q = K.T @ _P if direction * (t[j] - t_new) <= 0 else None
-            while j < count and direction * (t[j] - t_new) <= 0:
-                x = (t[j] - t_now) / h
-                out[j] = y + h * (Q @ np.cumprod(np.full(4, x)))
-                j += 1
-                steps = 0
-            if steps > mxstep:
-                raise NestadError(f"odeint: more than mxstep={mxstep} steps between t = "
-                                  f"{t[j - 1]:.6g} and {t[j]:.6g} (reached t = {t_new:.6g}, step "
-                                  f"{h_abs:.3g}); the equation may be stiff: loosen rtol/atol "
-                                  "or raise mxstep")
-            t_now, y, fy = t_new, y_new, f_new
+    out = _integrate(_plain_fun(f, y0, params, t[0]), _ravel(y0, "odeint's y0")[0], t,
+                     *opts[:3], steps, starts)
     leaves, tree = flatten(y0)
     parts, at = [], 0
     for a in leaves:
         shape = np.shape(a)
         size = int(np.prod(shape))
-        parts.append(out[:, at:at + size].reshape((count,) + shape))
+        parts.append(out[:, at:at + size].reshape((t.size,) + shape))
         at += size
     return tree.build(parts)
+
+
+def _plain_fun(f, y0, params, t0):
+    """``f`` as a function ``(t, v)`` of plain vectors (staged if ``f`` is a
+    ``_StagedField``)."""
+    y, unravel = _ravel(y0, "odeint's y0")
+    n = y.size
+    fun = f.vector_field(y0, params, t0) if isinstance(f, _StagedField) and n else None
+    if fun is None:
+        def fun(tt, v):
+            out = _ravel(f(unravel(v), tt, *params), "odeint's f")[0]
+            if out.shape != v.shape:
+                raise InvalidInputError(f"odeint: f(y, t, *params) returned {out.size} numbers "
+                                        f"for a y of {n}; it must return dy/dt, shaped like y")
+            return out
+    return fun
+
+
+def _integrate(fun, y, t, rtol, atol, mxstep, steps=None, starts=None):
+    """The solution at the times ``t`` (rows), interpolated in the steps (appended to
+    ``steps`` as ``(t, h, y, Q)`` if given, ``Q`` the interpolant's coefficients; and
+    in ``starts``, arrays of times, states, slopes and first step sizes, the state
+    where the step that reached each time began)."""
+    n, count = y.size, t.size
+    out = np.empty((count, n))
+    out[0] = y
+    if count > 1 and n:
+        fy = fun(t[0], y)
+        h_abs = _initial_step(fun, t[0], y, fy, t[-1], 1.0 if t[-1] > t[0] else -1.0, rtol,
+                              atol)
+        direction = 1.0 if t[-1] > t[0] else -1.0
+        j, count_steps = 1, 0
+        if starts is not None:
+            for part, v in zip(starts, (t[0], y, fy, h_abs)):
+                part[0] = v
+        for t_now, y, fy, h_first, t_new, _, h, K in _dopri(fun, t[0], y, fy, h_abs, t[-1],
+                                                             rtol, atol):
+            count_steps += 1
+            Q = K.T @ _P if direction * (t[j] - t_new) <= 0 or steps is not None else None
+            if steps is not None:
+                steps.append((t_now, h, y, Q))
+            while j < count and direction * (t[j] - t_new) <= 0:
+                x = (t[j] - t_now) / h
+                out[j] = y + h * (Q @ np.cumprod(np.full(4, x)))
+                if starts is not None:
+                    for part, v in zip(starts, (t_now, y, fy, h_first)):
+                        part[j] = v
+                j += 1
+                count_steps = 0
+            if count_steps > mxstep:
+                raise NestadError(f"odeint: more than mxstep={mxstep} steps between t = "
+                                  f"{t[j - 1]:.6g} and {t[j]:.6g} (reached t = {t_new:.6g}, step "
+                                  f"{abs(h):.3g}); the equation may be stiff: loosen rtol/atol "
+                                  "or raise mxstep")
+    return out
+
+
+def _dopri(fun, t_now, y, fy, h_abs, t_end, rtol, atol):
+    """The accepted steps from ``t_now`` to ``t_end`` (scipy's RK45._step_impl), each
+    ``(t, y, f(t, y), the step size tried first, t_new, y_new, h, K)``; ``K`` is
+    overwritten by the next step."""
+    direction = 1.0 if t_end > t_now else -1.0
+    K = np.empty((7, y.size))
+    while direction * (t_end - t_now) > 0:
+        min_step = 10 * abs(np.nextafter(t_now, direction * np.inf) - t_now)
+        h_abs = h_first = max(h_abs, min_step)
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                raise NestadError(f"odeint: the step size fell below {min_step:.3g} at t = "
+                                  f"{t_now:.6g}: the equation is stiff or its solution "
+                                  "blows up there; loosen rtol/atol or check f")
+            t_new = t_now + h_abs * direction
+            if direction * (t_new - t_end) > 0:
+                t_new = t_end
+            h = t_new - t_now
+            h_abs = abs(h)
+            K[0] = fy
+            for s in range(1, 6):
+                K[s] = fun(t_now + _C[s] * h, y + h * (K[:s].T @ _A[s]))
+            y_new = y + h * (K[:6].T @ _B)
+            K[6] = f_new = fun(t_new, y_new)
+            scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+            err = _rms((K.T @ _E) * h / scale)
+            if not math.isfinite(err):
+                raise NestadError(f"odeint: f is not finite near t = {t_now:.6g}; check f "
+                                  "and y0")
+            if err < 1:
+                factor = 10.0 if err == 0 else min(10.0, 0.9 * err ** -0.2)
+                h_abs *= min(1.0, factor) if rejected else factor
+                break
+            h_abs *= max(0.2, 0.9 * err ** -0.2)
+            rejected = True
+        yield t_now, y, fy, h_first, t_new, y_new, h, K
+        t_now, y, fy = t_new, y_new, f_new
 
 
 def _initial_step(fun, t0, y0, f0, t_end, direction, rtol, atol):

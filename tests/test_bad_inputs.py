@@ -1343,3 +1343,12 @@ def test_draws_that_cannot_be_program_inputs():
 def test_power_of_traced_numbers_leaving_the_reals():
     with pytest.raises(InvalidInputError, match=r"-8.0 \*\* 0.5 is a complex number.*nestad.pow"):
         nd.stage(lambda x: x ** 0.5)(-8.0)
+
+# ---------------------------------------------------------------- odeint's checkpoints
+
+@pytest.mark.parametrize('checkpoints', [1, 0, 2.0, True, "4"])
+def test_odeint_checkpoints_must_be_an_int_of_at_least_two(checkpoints):
+    with pytest.raises(InvalidInputError, match=r"odeint: checkpoints must be an int >= 2 \(the "
+                                                r"most forward steps kept at a time in reverse "
+                                                r"mode\) or None \(keep every step\), not"):
+        nd.odeint(lambda y, t: -y, 1.0, [0.0, 1.0], checkpoints=checkpoints)

@@ -368,6 +368,84 @@ def test_odeint_against_jax():
     close(H, fd_jacobian(nd.gradient_r(Lp), np.array(LV_P), 1e-4), 1e-5)
 
 
+# y' = k M y with eigenvalues -50 k and -k: at T = 2 the fast mode is exp(-100) of its
+# start, below the tolerance, so y(T) holds nothing of it and integrating y backwards
+# from y(T) (the adjoint method as JAX implements it) amplifies the forward error by
+# exp(100).  nestad's adjoint reads y from the forward steps instead.
+STIFF_M = np.array([[-50.0, 0.0], [1.0, -1.0]])
+STIFF_Y0 = np.array([1.0, 1.0])
+STIFF_W = np.array([0.3, 1.0])
+
+
+def stiff_exact(k):
+    """w y(T), its first and second derivatives in k, and the Jacobian of y(T) in y0."""
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    A, B, Z = k * STIFF_M * 2.0, STIFF_M * 2.0, np.zeros((2, 2))
+    E = scipy_linalg.expm(np.block([[A, B, Z], [Z, A, B], [Z, Z, A]]))
+    return (STIFF_W @ E[:2, :2] @ STIFF_Y0, STIFF_W @ E[:2, 2:4] @ STIFF_Y0,
+            STIFF_W @ (2 * E[:2, 4:]) @ STIFF_Y0, E[:2, :2])
+
+
+def stiff(k, y0=STIFF_Y0, checkpoints=None):
+    return nd.odeint(lambda y, t, k: k * (STIFF_M @ y), y0, np.array([0.0, 2.0]), k,
+                     rtol=1e-10, atol=1e-10, checkpoints=checkpoints)[-1]
+
+
+@pytest.mark.parametrize('modes', ['f', 'r', 'ff', 'rf'])
+def test_odeint_derivatives_of_a_dissipative_system(modes):
+    # (fr, rr and hessian differentiate the adjoint by integrating y backwards with it,
+    # as JAX does: see notes/solvers.md)
+    want = stiff_exact(1.0)[len(modes)]
+    close(nest(modes, lambda k: anp.sum(STIFF_W * stiff(k)))(1.0), want, 1e-8)
+
+
+@pytest.mark.parametrize('checkpoints', [None, 2, 5])
+def test_odeint_reverse_mode_of_a_dissipative_system_checkpointed(checkpoints):
+    _, d1, _, E = stiff_exact(1.0)
+    close(nd.jacobian_r(lambda y0: stiff(1.0, y0, checkpoints))(STIFF_Y0), E, 1e-9)
+    close(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=checkpoints)))(1.0),
+          d1, 1e-8)
+    close(nd.stage(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=checkpoints))))
+          (1.0), d1, 1e-8)
+
+
+def test_odeint_backward_reintegration_fails_on_the_dissipative_system():
+    # the demonstration: JAX's odeint integrates y backwards with the adjoint
+    jax = pytest.importorskip('jax')
+    jax.config.update('jax_enable_x64', True)
+    from jax.experimental.ode import odeint as jodeint
+    M = jax.numpy.asarray(STIFF_M)
+    g = jax.grad(lambda k: jax.numpy.dot(STIFF_W, jodeint(
+        lambda y, t, k: k * (M @ y), jax.numpy.asarray(STIFF_Y0), jax.numpy.array([0.0, 2.0]),
+        k, rtol=1e-10, atol=1e-10, mxstep=2000)[-1]))(1.0)
+    want = stiff_exact(1.0)[1]
+    assert not abs(float(g) - want) < 1e3 * abs(want)       # off by orders of magnitude
+    close(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k)))(1.0), want, 1e-8)
+
+
+def test_odeint_checkpointed_memory_does_not_grow_with_the_steps():
+    import tracemalloc
+    rng = np.random.default_rng(1)
+    W = rng.normal(size=(100, 100)) / 10
+    f = lambda y, t, k: anp.tanh(W @ y) - k * y                               # noqa: E731
+
+    def peak(T, checkpoints):
+        loss = lambda y0: anp.sum(nd.odeint(f, y0, np.array([0.0, T]), 0.5, rtol=1e-6,  # noqa
+                                            atol=1e-6, checkpoints=checkpoints)[-1] ** 2)
+        tracemalloc.start()
+        try:
+            g = nd.gradient_r(loss)(np.ones(100))
+            return tracemalloc.get_traced_memory()[1], g
+        finally:
+            tracemalloc.stop()
+    (kept_5, g5), (kept_80, g80) = peak(5.0, None), peak(80.0, None)
+    (bound_5, h5), (bound_80, h80) = peak(5.0, 6), peak(80.0, 6)
+    close(g5, h5, 1e-5)
+    close(g80, h80, 1e-5)
+    assert kept_80 > kept_5 + 0.3e6           # every step kept: about 4 kB a step
+    assert bound_80 < bound_5 + 0.1e6         # at most 6 at a time (and the recursion's)
+
+
 def test_odeint_of_structures_and_numbers():
     # y = {'x': x, 'v': v}: the harmonic oscillator x'' = -w^2 x; x(t) = cos(w t)
     f = lambda y, t, w: {'x': y['v'], 'v': -w * w * y['x']}              # noqa: E731
