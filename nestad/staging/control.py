@@ -553,8 +553,10 @@ def _names(n, ncaps):
     return [f"s{k}" for k in range(n)] + [f"c{k}" for k in range(ncaps)]
 
 
-def _record(cond_f, body_f, leaves):
-    """No perturbation left: record the loop in the active trace (or run it plainly)."""
+def traced_loop(cond_f, body_f, leaves):
+    """The condition and the body traced as sub-programs of the active trace, on the
+    values of ``leaves``: ``(vals, cond, cond captures, body, body captures)``; the body
+    must keep every leaf's shape and dtype."""
     outer = active()
     if outer is None:
         raise StagingError("a traced value reached while_loop after its trace ended")
@@ -566,6 +568,12 @@ def _record(cond_f, body_f, leaves):
         shape, dtype = _aval(o)
         if (shape, dtype) != (v.shape, v.dtype):
             raise StagingError(_leaf_changed(k, v.shape, v.dtype, shape, dtype))
+    return vals, cond_prog, cond_caps, body_prog, body_caps
+
+
+def _record(cond_f, body_f, leaves):
+    """No perturbation left: record the loop in the active trace (or run it plainly)."""
+    vals, cond_prog, cond_caps, body_prog, body_caps = traced_loop(cond_f, body_f, leaves)
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps))
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     final = WHILE.plain(*[a.val if is_tracer(a) else a for a in args], **params)

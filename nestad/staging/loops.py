@@ -225,21 +225,8 @@ ROW_SET.lifted = row_set
 def stash(cond_f, body_f, leaves, vary):
     """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
     for each slot in ``vary`` the stack of its iterates before each body step."""
-    from .control import _aval, _sub_program
-    outer = active()
-    if outer is None:
-        raise StagingError("a traced value reached while_loop after its trace ended")
-    vals = [x.val if is_tracer(x) else x for x in leaves]
-    cond_prog, cond_caps = _sub_program(outer, cond_f, vals, "the condition of a while_loop",
-                                        single=True)
-    body_prog, body_caps = _sub_program(outer, body_f, vals, "the body of a while_loop")
-    for k, (v, o) in enumerate(zip(body_prog.inputs, body_prog.outputs)):
-        shape, dtype = _aval(o)
-        if (shape, dtype) != (v.shape, v.dtype):
-            raise StagingError(
-                f"while_loop: the body turns state leaf {k} from {v.dtype}{list(v.shape)} into "
-                f"{dtype}{list(shape)}; a loop's state keeps its shapes and dtypes (start a "
-                "float as 0.0, not 0)")
+    from .control import traced_loop
+    vals, cond_prog, cond_caps, body_prog, body_caps = traced_loop(cond_f, body_f, leaves)
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps),
                   vary=tuple(vary))
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
