@@ -28,6 +28,7 @@ import numpy as np
 from . import perturbation
 from .arrays import ArrayPrimitive
 from .errors import InvalidInputError
+from .extraction import check_output_leaf
 from .interpret import Interpretation
 from .structures import flatten
 from .tracer import is_tracer
@@ -320,14 +321,7 @@ def _leading(x, ax):
 def _unbatched(tag, y, ax, size, k):
     """Output leaf ``y`` of the mapped function as the stacked result, its batch axis at
     ``ax`` (a value that does not depend on the mapped arguments is broadcast)."""
-    if callable(y) and not isinstance(y, Perturbed):
-        raise InvalidInputError(f"vmap: output leaf {k} is a function; vmap maps functions "
-                                "returning numbers, arrays or structures of them")
-    if isinstance(y, Perturbed) and y.tag > tag:
-        raise InvalidInputError(
-            f"vmap: output leaf {k} carries a perturbation of a derivative call made inside "
-            "the mapped function that has already returned; return derivatives, not "
-            "perturbed values")
+    check_output_leaf("vmap", k, y, tag)
     batched = isinstance(y, Batched) and y.tag == tag
     if ax is None:
         if batched:

@@ -75,6 +75,22 @@ def _checked(x, op):
     return x
 
 
+def check_output_leaf(op, k, y, tag):
+    """Refuse output leaf ``k`` of a function mapped or expanded by ``op`` (run ``tag``): a
+    function, a perturbation of a derivative call made inside it (newer than ``tag``), or
+    one whose call has returned (it escaped through a side effect)."""
+    if callable(y) and not isinstance(y, Perturbed):
+        raise InvalidInputError(f"{op}: output leaf {k} is a function; {op} takes functions "
+                                "returning numbers, arrays or structures of them")
+    if isinstance(y, Perturbed):
+        if y.tag > tag:
+            raise InvalidInputError(
+                f"{op}: output leaf {k} carries a perturbation of a derivative call made "
+                "inside the function that has already returned; return derivatives, not "
+                "perturbed values")
+        _checked(y, op)
+
+
 def _is_zero(x):
     """A plain zero (number or all-zero array): a part that contributes nothing."""
     cls = x.__class__

@@ -27,6 +27,7 @@ import numpy as np
 from . import perturbation
 from .arrays import ArrayPrimitive, is_array
 from .errors import InvalidInputError, MissingRuleError
+from .extraction import check_output_leaf
 from .interpret import Interpretation
 from .lifting import Primitive, _array_route, lift1, lift2
 from . import primitives as P
@@ -598,16 +599,7 @@ def _run(f, primals, normalised, K, op, kwargs):
         leaves, tree = flatten(out, "output", op)
         coeffs = []
         for k, y in enumerate(leaves):
-            if callable(y) and not isinstance(y, Perturbed):
-                raise InvalidInputError(f"{op}: output leaf {k} is a function; {op} takes "
-                                        "functions returning numbers, arrays or structures of them")
-            if isinstance(y, Perturbed) and y.tag > tag:
-                raise InvalidInputError(
-                    f"{op}: output leaf {k} carries a perturbation of a derivative call made "
-                    "inside the function that has already returned; return derivatives, not "
-                    "perturbed values")
-            if isinstance(y, Perturbed) and not perturbation.is_live(y.tag):
-                escaped(y.tag)
+            check_output_leaf(op, k, y, tag)
             coeffs.append(coefficients(y, tag, K))
         return tree, coeffs
     finally:

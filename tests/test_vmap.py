@@ -444,3 +444,13 @@ def test_recipe_for_a_new_transform_counts_primitive_applications():
     batched, counts = count_primitives(nd.vmap(f))(np.stack([x, 2 * x]))
     np.testing.assert_allclose(batched, [f(x), f(2 * x)])
     assert counts['sin'] == 1
+
+
+def test_vmap_refuses_a_leaked_perturbation_returned_as_an_output():
+    # vmap and jet check their output leaves with the one check extraction has
+    leaked = []
+    nd.derivative(lambda x: leaked.append(x * 2.0) or x * x)(3.0)
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
+        nd.vmap(lambda x: (x, leaked[0]))(np.ones(3))
+    with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
+        nd.jet(lambda x: leaked[0] + x, (1.0,), ((1.0,),))
