@@ -6,7 +6,7 @@ import pytest
 
 import nestad as nd
 import nestad.numpy as anp
-from nestad.numpy import _scatter
+from nestad.numpy._indexing import _scatter
 from nestad.staging.accumulate import SCATTER_SUM, accumulate_scatters
 
 

@@ -12,9 +12,12 @@ from .. import batching, registry
 from ..batching import elementwise, member_ndim as _member_ndim, on_stacked as _on_stacked, pad as _pad
 from ..values import Batched
 from . import _contract
-from . import max as _max
-from . import (broadcast_to, expand_dims, getitem, moveaxis, reshape, stack,
-               squeeze, transpose, where, _batch_last, _ndim, _shape)
+from ._reductions import max as _max
+from ._indexing import _batch_last, getitem
+from ._joining import stack
+from ._kernel import _ndim, _shape
+from ._plumbing import broadcast_to, expand_dims, moveaxis, reshape, squeeze, transpose
+from ._selection import where
 
 RULES = batching.BATCH_RULES
 
@@ -229,27 +232,3 @@ RULES.update({
 for _name in ('inv', 'det', 'slogdet', 'cholesky', 'eigh', 'eigvalsh', 'eig', 'eigvals',
               'svd', 'svdvals', 'pinv'):
     RULES[f'numpy.linalg.{_name}'] = _stacked
-
-
-# ---------------------------------------------------------------- constant functions
-
-def constant(npfn, args, kwargs):
-    """A piecewise-constant numpy function (floor, comparisons, argmax...) of values some
-    of which are batched: applied to the stacked members (no derivative to keep)."""
-    top = max(a.tag for a in args if a.__class__ is Batched)
-    batched = [a.__class__ is Batched and a.tag == top for a in args]
-    values = [a.primal if b else a for a, b in zip(args, batched)]
-    if 'axis' in kwargs or npfn in _AXIS_FUNCTIONS:
-        (x,) = values
-        axis = kwargs.get('axis', -1 if npfn is _np.argsort else None)
-        n = _member_ndim(x, True)
-        if axis is None:
-            x, axis = reshape(x, (_shape(x)[0], -1)), 1
-        else:
-            axis = axis % max(n, 1) + 1
-        return Batched(top, npfn(x, **{**kwargs, 'axis': axis}))
-    n = max(_member_ndim(v, b) for v, b in zip(values, batched))
-    return Batched(top, npfn(*[_pad(v, b, n) for v, b in zip(values, batched)], **kwargs))
-
-
-_AXIS_FUNCTIONS = (_np.argmax, _np.argmin, _np.argsort)

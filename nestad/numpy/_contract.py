@@ -24,10 +24,12 @@ import warnings
 
 import numpy as _np
 
-from . import (_MULTIPLY_JVPS, _MULTIPLY_VJPS, _as_operand, _define, _inner, _matmul_jvp,
-               _matmul_vjp_a, _matmul_vjp_b, _nbatch, _ndim, _product_rule, _shape, astype,
-               broadcast_to, expand_dims, getitem, moveaxis, multiply, negative, reshape,
-               stack, subtract, sum, sum_to, transpose)
+from ._elementwise import _MULTIPLY_JVPS, _MULTIPLY_VJPS, multiply, negative, subtract
+from ._indexing import astype, getitem
+from ._joining import stack
+from ._kernel import _as_operand, _define, _nbatch, _ndim, _shape
+from ._plumbing import broadcast_to, expand_dims, moveaxis, reshape, sum, sum_to, transpose
+from ._products import _inner, _matmul_jvp, _matmul_vjp_a, _matmul_vjp_b, _product_rule
 from ..arrays import PerArgument
 from ..values import primal_value
 

@@ -14,7 +14,11 @@ import string
 
 import numpy as np
 
-from . import _as_operand, _ndim, _shape, einsum, getitem, pad, reshape, take, transpose
+from ._contract import einsum
+from ._indexing import getitem
+from ._kernel import _as_operand, _ndim, _shape
+from ._plumbing import reshape, transpose
+from ._shapes import pad, take
 from ..extend import primitive
 from .. import registry
 

@@ -10,7 +10,8 @@ import threading
 
 import numpy as np
 
-from .. import numpy as anp
+from . import _contract, _elementwise, _indexing, _plumbing, _products, _reductions
+from ..lifting import ARRAY_ROUTES
 from ..batching import batched_top, call_per_member
 from ..structures import flatten
 from .. import perturbation
@@ -19,12 +20,15 @@ from ..errors import BatchedConversionError, PerturbedConversionError
 from ..tracer import ArrayTracer
 from ..values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
 
+_NAMESPACES = []       # (numpy module, nestad's mirror of it), given to install()
+
+
 def _mirrors():
     """{numpy callable: nestad.numpy function}: every function nestad.numpy (and its linalg)
     defines mirrors numpy's function of the same name, so defining it there is what
     makes numpy's dispatch reach it."""
     table = {}
-    for module, namespace in ((np, anp), (np.linalg, anp.linalg)):
+    for module, namespace in _NAMESPACES:
         for name, fn in vars(namespace).items():
             if name.startswith('_') or not callable(fn) or isinstance(fn, type) or \
                     not getattr(fn, '__module__', '').startswith('nestad'):
@@ -43,7 +47,7 @@ def _value_of(fn, of_shape=False):
         if v.__class__ is Batched:
             if of_shape:
                 return fn(np.zeros(v.shape, v.dtype), *a, **k)
-            return anp._batch.constant(fn, [v], k) if not a else fn(v, *a, **k)
+            return _elementwise._batched_constant(fn, [v], k) if not a else fn(v, *a, **k)
         return fn(v, *a, **k)
     return of_value
 
@@ -64,11 +68,16 @@ _BY_VALUE = {
     np.iscomplex: _value_of(np.iscomplex), np.isreal: _value_of(np.isreal),
     np.iscomplexobj: _value_of(np.iscomplexobj, True), np.isrealobj: _value_of(np.isrealobj, True),
 }
-_ALL = {**_mirrors(), **_BY_VALUE}
-UFUNCS = {f: fn for f, fn in _ALL.items() if isinstance(f, np.ufunc)}
-FUNCTIONS = {f: fn for f, fn in _ALL.items() if not isinstance(f, np.ufunc)}
-if hasattr(np, 'astype'):            # numpy >= 2.1
-    FUNCTIONS[np.astype] = anp.astype
+UFUNCS = {}          # numpy ufunc -> nestad.numpy function  (filled by install)
+FUNCTIONS = {}       # other numpy function -> nestad.numpy function
+
+
+def _fill(namespace):
+    _NAMESPACES[:] = [(np, namespace), (np.linalg, namespace.linalg)]
+    for f, fn in {**_mirrors(), **_BY_VALUE}.items():
+        (UFUNCS if isinstance(f, np.ufunc) else FUNCTIONS)[f] = fn
+    if hasattr(np, 'astype'):            # numpy >= 2.1
+        FUNCTIONS[np.astype] = namespace.astype
 
 
 # What to use instead of some numpy functions nestad does not differentiate.
@@ -202,8 +211,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
                    else _foreign_ufunc(ufunc))
         return _call(name, fn, inputs, {k: v for k, v in kwargs.items() if k != 'out'}, ufunc)
     if method == 'reduce' and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
-        reducer = {np.add: anp.sum, np.multiply: anp.prod, np.maximum: anp.max,
-                   np.minimum: anp.min}[ufunc]
+        reducer = {np.add: _plumbing.sum, np.multiply: _reductions.prod, np.maximum: _reductions.max,
+                   np.minimum: _reductions.min}[ufunc]
         return reducer(inputs[0], axis=kwargs.get('axis', 0), keepdims=kwargs.get('keepdims', False))
     raise _unsupported(f"{name}.{method}")
 
@@ -216,17 +225,17 @@ def _array_function(self, func, types, args, kwargs):
 
 
 def _reshape_method(self, *shape):
-    return anp.reshape(self, shape[0] if len(shape) == 1 else shape)
+    return _plumbing.reshape(self, shape[0] if len(shape) == 1 else shape)
 
 
 def _transpose_method(self, *axes):
-    return anp.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+    return _plumbing.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
 
 def _pow_method(self, other, mod=None):
     if mod is not None:                     # pow(x, y, mod)
         raise modular_pow_error()
-    return anp.power(self, other)
+    return _elementwise.power(self, other)
 
 
 def _iter(self):
@@ -236,11 +245,11 @@ def _iter(self):
 
 def _tolist(self):
     """Nested lists of nestad scalars (the entries keep their derivatives, as indexing does)."""
-    flat = anp.ravel(self)
-    items = [anp.getitem(flat, k) for k in range(self.size)]
+    flat = _plumbing.ravel(self)
+    items = [_indexing.getitem(flat, k) for k in range(self.size)]
     for n in reversed(self.shape[1:]):
         items = [items[k:k + n] for k in range(0, len(items), n)]
-    return items if self.shape else anp.getitem(self, ())
+    return items if self.shape else _indexing.getitem(self, ())
 
 
 def _item(self, *index):
@@ -249,7 +258,7 @@ def _item(self, *index):
         if self.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
         index = (0,)
-    return anp.getitem(anp.ravel(self), index[0]) if len(index) == 1 else anp.getitem(self, index)
+    return _indexing.getitem(_plumbing.ravel(self), index[0]) if len(index) == 1 else _indexing.getitem(self, index)
 
 
 def _setitem(self, index, value):
@@ -267,30 +276,30 @@ def _len(self):
 
 
 ARRAY_METHODS = dict(
-    __add__=lambda s, o: anp.add(s, o), __radd__=lambda s, o: anp.add(o, s),
-    __sub__=lambda s, o: anp.subtract(s, o), __rsub__=lambda s, o: anp.subtract(o, s),
-    __mul__=lambda s, o: anp.multiply(s, o), __rmul__=lambda s, o: anp.multiply(o, s),
-    __truediv__=lambda s, o: anp.divide(s, o), __rtruediv__=lambda s, o: anp.divide(o, s),
-    __pow__=_pow_method, __rpow__=lambda s, o: anp.power(o, s),
-    __matmul__=lambda s, o: anp.matmul(s, o), __rmatmul__=lambda s, o: anp.matmul(o, s),
-    __mod__=lambda s, o: anp.mod(s, o), __rmod__=lambda s, o: anp.mod(o, s),
-    __floordiv__=lambda s, o: anp.floor_divide(s, o),
-    __rfloordiv__=lambda s, o: anp.floor_divide(o, s),
-    __neg__=lambda s: anp.negative(s), __pos__=lambda s: s,
-    __abs__=lambda s: anp.absolute(s),
-    __getitem__=lambda s, i: anp.getitem(s, i), __iter__=_iter, __len__=_len,
-    reshape=_reshape_method, transpose=_transpose_method, ravel=lambda s: anp.ravel(s),
-    flatten=lambda s: anp.ravel(s), squeeze=lambda s, axis=None: anp.squeeze(s, axis),
-    swapaxes=lambda s, a, b: anp.swapaxes(s, a, b),
-    sum=lambda s, axis=None, keepdims=False: anp.sum(s, axis, keepdims),
-    mean=lambda s, axis=None, keepdims=False: anp.mean(s, axis, keepdims),
-    prod=lambda s, axis=None, keepdims=False: anp.prod(s, axis, keepdims),
-    max=lambda s, axis=None, keepdims=False: anp.max(s, axis, keepdims),
-    min=lambda s, axis=None, keepdims=False: anp.min(s, axis, keepdims),
-    dot=lambda s, o: anp.dot(s, o),
-    T=property(lambda s: anp.transpose(s)),
-    copy=lambda s: s, astype=lambda s, dtype, copy=True: anp.astype(s, dtype),
-    tolist=_tolist, item=_item, at=property(lambda s: anp.at(s)), __setitem__=_setitem,
+    __add__=lambda s, o: _elementwise.add(s, o), __radd__=lambda s, o: _elementwise.add(o, s),
+    __sub__=lambda s, o: _elementwise.subtract(s, o), __rsub__=lambda s, o: _elementwise.subtract(o, s),
+    __mul__=lambda s, o: _elementwise.multiply(s, o), __rmul__=lambda s, o: _elementwise.multiply(o, s),
+    __truediv__=lambda s, o: _elementwise.divide(s, o), __rtruediv__=lambda s, o: _elementwise.divide(o, s),
+    __pow__=_pow_method, __rpow__=lambda s, o: _elementwise.power(o, s),
+    __matmul__=lambda s, o: _products.matmul(s, o), __rmatmul__=lambda s, o: _products.matmul(o, s),
+    __mod__=lambda s, o: _elementwise.mod(s, o), __rmod__=lambda s, o: _elementwise.mod(o, s),
+    __floordiv__=lambda s, o: _elementwise.floor_divide(s, o),
+    __rfloordiv__=lambda s, o: _elementwise.floor_divide(o, s),
+    __neg__=lambda s: _elementwise.negative(s), __pos__=lambda s: s,
+    __abs__=lambda s: _elementwise.absolute(s),
+    __getitem__=lambda s, i: _indexing.getitem(s, i), __iter__=_iter, __len__=_len,
+    reshape=_reshape_method, transpose=_transpose_method, ravel=lambda s: _plumbing.ravel(s),
+    flatten=lambda s: _plumbing.ravel(s), squeeze=lambda s, axis=None: _plumbing.squeeze(s, axis),
+    swapaxes=lambda s, a, b: _plumbing.swapaxes(s, a, b),
+    sum=lambda s, axis=None, keepdims=False: _plumbing.sum(s, axis, keepdims),
+    mean=lambda s, axis=None, keepdims=False: _reductions.mean(s, axis, keepdims),
+    prod=lambda s, axis=None, keepdims=False: _reductions.prod(s, axis, keepdims),
+    max=lambda s, axis=None, keepdims=False: _reductions.max(s, axis, keepdims),
+    min=lambda s, axis=None, keepdims=False: _reductions.min(s, axis, keepdims),
+    dot=lambda s, o: _contract.dot(s, o),
+    T=property(lambda s: _plumbing.transpose(s)),
+    copy=lambda s: s, astype=lambda s, dtype, copy=True: _indexing.astype(s, dtype),
+    tolist=_tolist, item=_item, at=property(lambda s: _indexing.at(s)), __setitem__=_setitem,
 )
 
 
@@ -341,7 +350,7 @@ TRACER_COMPARISONS = dict(
 
 
 # A batched bool combines elementwise, per member (``|`` and ``&`` of conditions).
-_logic = {op: anp.ARRAY_ROUTES[op] for op in ('and', 'or', 'xor', 'not')}
+_logic = {op: ARRAY_ROUTES[op] for op in ('and', 'or', 'xor', 'not')}
 BATCHED_LOGIC = dict(
     __and__=lambda s, o: _logic['and'](s, o), __rand__=lambda s, o: _logic['and'](o, s),
     __or__=lambda s, o: _logic['or'](s, o), __ror__=lambda s, o: _logic['or'](o, s),
@@ -365,7 +374,10 @@ def _over_members(npfn):
 FUNCTIONS.update({np.any: _over_members(np.any), np.all: _over_members(np.all)})
 
 
-def install():
+def install(namespace):
+    """Make numpy's calls on nestad values reach ``namespace`` (the nestad.numpy module,
+    which calls this once all its functions are defined)."""
+    _fill(namespace)
     Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
     Perturbed.__array_function__ = _array_function

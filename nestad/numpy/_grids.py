@@ -5,7 +5,9 @@ whose rules they inherit; each follows numpy's own formula, so values are numpy'
 """
 import numpy as _np
 
-from . import _as_operand, _ndim, broadcast_to, clip, ravel, reshape, where
+from ._kernel import _as_operand, _ndim
+from ._plumbing import broadcast_to, ravel, reshape
+from ._selection import clip, where
 from ._shapes import searchsorted, take
 from ..errors import InvalidInputError
 from ..tracer import StagingError, is_tracer

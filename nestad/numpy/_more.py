@@ -4,10 +4,15 @@ arguments and values; numpy's dispatch reaches them by name like the others."""
 import math
 
 import numpy as _np
+from numpy import isfinite, isnan
 
-from . import (_as_operand, _axis_index, _dpow_dx, _dpow_dy, _elementwise2, _ndim, _plain_operand, _shape, absolute,
-               astype, concatenate, getitem, _logistic, isfinite, isnan, maximum, minimum, negative,
-               reshape, sin, transpose, vstack, where)
+from ._elementwise import (_dpow_dx, _dpow_dy, _elementwise2, _logistic, absolute, maximum,
+                           minimum, negative, sin)
+from ._indexing import astype, getitem
+from ._joining import concatenate, vstack
+from ._kernel import _as_operand, _axis_index, _ndim, _plain_operand, _shape
+from ._plumbing import reshape, transpose
+from ._selection import where
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value

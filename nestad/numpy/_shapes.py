@@ -12,11 +12,14 @@ import operator
 
 import numpy as _np
 
-from . import (_as_operand, _axis_index, _ndim, _plain_operand, _shape, astype, at, broadcast_to,
-               concatenate, diagonal, getitem, moveaxis, ravel, reshape, transpose,
-               where)
+from ._indexing import astype, at, getitem
+from ._joining import concatenate
+from ._kernel import _as_operand, _axis_index, _ndim, _plain_operand, _shape
+from ._plumbing import broadcast_to, moveaxis, ravel, reshape, transpose
+from ._reductions import diagonal
+from ._selection import where
 from ..errors import InvalidInputError
-from ..tracer import is_tracer
+from ..tracer import StagingError, is_tracer
 from ..values import Perturbed, primal_value
 
 __all__ = ['repeat', 'tile', 'tril', 'triu', 'roll', 'append', 'split', 'array_split', 'vsplit',
@@ -305,7 +308,6 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         a, axis = ravel(a), -1
     v = primal_value(a)
     if is_tracer(v):
-        from ..tracer import StagingError
         raise StagingError("sorting a traced array: the order depends on the data, which a "
                            "staged program cannot have; pass the array as a static argument")
     options = {} if stable is None else {'stable': stable}

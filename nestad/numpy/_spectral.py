@@ -36,8 +36,8 @@ eigenvalues outright (the matrix may be defective).
 """
 import numpy as _np
 
-from .. import numpy as anp
-from . import _define
+from . import _indexing, _joining, _kernel, _plumbing, _products, _reductions, _selection, _solve
+from ._kernel import _define
 from ..errors import InvalidInputError
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
@@ -52,7 +52,7 @@ def _carries(x):
 
 def _plain(a, name):
     """a for numpy's own function (ndarray subclasses refused, as the primitives do)."""
-    return anp._plain_operand(a, 'linalg.' + name)
+    return _kernel._plain_operand(a, 'linalg.' + name)
 
 
 def _result(cls, *parts):
@@ -66,25 +66,25 @@ _SVD_RESULT = type(_np.linalg.svd(_np.eye(1)))
 
 
 def _mT(a):
-    return anp.swapaxes(a, -1, -2)
+    return _plumbing.swapaxes(a, -1, -2)
 
 
 def _diag(x):
     """The diagonals of a stack of matrices, (..., n)."""
-    return anp.diagonal(x, 0, -2, -1)
+    return _reductions.diagonal(x, 0, -2, -1)
 
 
 def _rows(x, start, stop=None):
-    return anp.getitem(x, (Ellipsis, slice(start, stop), slice(None)))
+    return _indexing.getitem(x, (Ellipsis, slice(start, stop), slice(None)))
 
 
 def _row(x, i):
-    return anp.getitem(x, (Ellipsis, i, slice(None)))
+    return _indexing.getitem(x, (Ellipsis, i, slice(None)))
 
 
 def _pack(*parts):
     """Stack factors along the second-to-last axis (a vector becomes one row)."""
-    return anp.concatenate([anp.expand_dims(p, -2) if anp._ndim(p) == anp._ndim(parts[-1]) - 1
+    return _joining.concatenate([_plumbing.expand_dims(p, -2) if _kernel._ndim(p) == _kernel._ndim(parts[-1]) - 1
                             else p for p in parts], axis=-2)
 
 
@@ -95,20 +95,20 @@ def _triangle_masks(n, lower):
 
 def _from_triangle(t, lower):
     """The symmetric matrix numpy's eigh reads from the lower (upper) triangle of t."""
-    keep, strict = _triangle_masks(anp._shape(t)[-1], lower)
+    keep, strict = _triangle_masks(_kernel._shape(t)[-1], lower)
     return t * keep + _mT(t * strict)
 
 
 def _to_triangle(g, lower):
     """The adjoint of _from_triangle: a cotangent of the symmetric matrix, on the triangle."""
-    keep, strict = _triangle_masks(anp._shape(g)[-1], lower)
+    keep, strict = _triangle_masks(_kernel._shape(g)[-1], lower)
     return g * keep + _mT(g) * strict
 
 
 def _ties(d):
     """The pairs (i, j), i != j, of values d_i, d_j equal to rounding (a plain mask)."""
     dv = primal_value(d)
-    n = anp._shape(d)[-1]
+    n = _kernel._shape(d)[-1]
     scale = _np.max(_np.abs(dv), axis=-1, keepdims=True)[..., None]
     gaps = _np.abs(dv[..., None, :] - dv[..., :, None])
     return _np.logical_and(gaps <= _TIE * n * scale, ~_np.eye(n, dtype=bool))
@@ -117,9 +117,9 @@ def _ties(d):
 def _inverse_gaps(d):
     """(F, tied): F_ij = 1/(d_j - d_i) off the diagonal, 0 on it and on tied pairs."""
     tied = _ties(d)
-    gaps = anp.expand_dims(d, -2) - anp.expand_dims(d, -1)
-    zero = _np.logical_or(tied, _np.eye(anp._shape(d)[-1], dtype=bool))
-    return anp.where(zero, 0.0, 1.0 / anp.where(zero, 1.0, gaps)), tied
+    gaps = _plumbing.expand_dims(d, -2) - _plumbing.expand_dims(d, -1)
+    zero = _np.logical_or(tied, _np.eye(_kernel._shape(d)[-1], dtype=bool))
+    return _selection.where(zero, 0.0, 1.0 / _selection.where(zero, 1.0, gaps)), tied
 
 
 def _mean_over_ties(x, tied):
@@ -128,17 +128,17 @@ def _mean_over_ties(x, tied):
     derivative of each is that of the mean, as max's is split equally between ties."""
     if not _np.any(tied):
         return x
-    n = anp._shape(x)[-1]
+    n = _kernel._shape(x)[-1]
     groups = _np.logical_or(tied, _np.eye(n, dtype=bool)).astype(float)
     for _ in range(max(1, (n - 1).bit_length())):        # the groups: ties linked in chains
         groups = (_np.matmul(groups, groups) > 0).astype(float)
     average = groups / _np.sum(groups, axis=-1, keepdims=True)
-    return anp.squeeze(anp.matmul(average, anp.expand_dims(x, -1)), -1)
+    return _plumbing.squeeze(_products.matmul(average, _plumbing.expand_dims(x, -1)), -1)
 
 
 def _nan_where(bad, x):
     """x with nan where ``bad`` (a derivative that does not exist there)."""
-    return anp.where(bad, _np.nan, x)
+    return _selection.where(bad, _np.nan, x)
 
 
 def _mixes(tied, x):
@@ -169,20 +169,20 @@ def _eigh_parts(out):
 
 def _eigh_jvp(t, a, out, UPLO):
     w, v = _eigh_parts(out)
-    x = anp.matmul(_mT(v), anp.matmul(_from_triangle(t, UPLO == 'L'), v))
+    x = _products.matmul(_mT(v), _products.matmul(_from_triangle(t, UPLO == 'L'), v))
     f, tied = _inverse_gaps(w)
-    dv = anp.matmul(v, _nan_where(_mixes(tied, x), f * x))
+    dv = _products.matmul(v, _nan_where(_mixes(tied, x), f * x))
     return _pack(_mean_over_ties(_diag(x), tied), dv)
 
 
 def _eigh_vjp(g, a, out, UPLO):
     w, v = _eigh_parts(out)
     gw, gv = _eigh_parts(g)
-    k = anp.matmul(_mT(v), gv)
+    k = _products.matmul(_mT(v), gv)
     f, tied = _inverse_gaps(w)
     _refuse_mixing(tied, k, 'eigh')
-    m = f * k + anp.expand_dims(_mean_over_ties(gw, tied), -1) * _np.eye(anp._shape(w)[-1])
-    return _to_triangle(anp.matmul(v, anp.matmul(m, _mT(v))), UPLO == 'L')
+    m = f * k + _plumbing.expand_dims(_mean_over_ties(gw, tied), -1) * _np.eye(_kernel._shape(w)[-1])
+    return _to_triangle(_products.matmul(v, _products.matmul(m, _mT(v))), UPLO == 'L')
 
 
 _eigh = _define('linalg.eigh', _eigh_plain, (_eigh_jvp,), (_eigh_vjp,))
@@ -197,7 +197,7 @@ def eigh(a, UPLO='L'):
     """numpy.linalg.eigh of real symmetric matrices (stacks too): (eigenvalues ascending,
     eigenvectors as columns), numpy's values and signs; differentiable as the function of
     the triangle numpy reads."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     _check_uplo(UPLO)
     if not _carries(a):
         return _np.linalg.eigh(_plain(a, 'eigh'), UPLO)
@@ -206,14 +206,14 @@ def eigh(a, UPLO='L'):
 
 def _eigvalsh_jvp(t, a, out, UPLO):
     v = _eigh_parts(_eigh(a, UPLO=UPLO))[1]
-    x = anp.matmul(_mT(v), anp.matmul(_from_triangle(t, UPLO == 'L'), v))
+    x = _products.matmul(_mT(v), _products.matmul(_from_triangle(t, UPLO == 'L'), v))
     return _mean_over_ties(_diag(x), _ties(out))
 
 
 def _eigvalsh_vjp(g, a, out, UPLO):
     v = _eigh_parts(_eigh(a, UPLO=UPLO))[1]
     g = _mean_over_ties(g, _ties(out))
-    return _to_triangle(anp.matmul(v * anp.expand_dims(g, -2), _mT(v)), UPLO == 'L')
+    return _to_triangle(_products.matmul(v * _plumbing.expand_dims(g, -2), _mT(v)), UPLO == 'L')
 
 
 _eigvalsh = _define('linalg.eigvalsh', lambda a, UPLO: _np.linalg.eigvalsh(a, UPLO),
@@ -222,7 +222,7 @@ _eigvalsh = _define('linalg.eigvalsh', lambda a, UPLO: _np.linalg.eigvalsh(a, UP
 
 def eigvalsh(a, UPLO='L'):
     """numpy.linalg.eigvalsh: the eigenvalues (ascending), numpy's own values."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     _check_uplo(UPLO)
     if not _carries(a):
         return _np.linalg.eigvalsh(_plain(a, 'eigvalsh'), UPLO)
@@ -259,10 +259,10 @@ def _refuse_ties(w, what):
 def _eig_jvp(t, a, out):
     w, v = _eigh_parts(out)
     _refuse_ties(w, 'eig')
-    x = anp.linalg.solve(v, anp.matmul(t, v))          # V^-1 dA V
+    x = _solve.solve(v, _products.matmul(t, v))          # V^-1 dA V
     f, tied = _inverse_gaps(w)
-    dv = anp.matmul(v, _nan_where(_mixes(tied, x), f * x))
-    dv = dv - v * anp.sum(v * dv, axis=-2, keepdims=True)     # columns keep unit norm
+    dv = _products.matmul(v, _nan_where(_mixes(tied, x), f * x))
+    dv = dv - v * _plumbing.sum(v * dv, axis=-2, keepdims=True)     # columns keep unit norm
     return _pack(_diag(x), dv)
 
 
@@ -270,11 +270,11 @@ def _eig_vjp(g, a, out):
     w, v = _eigh_parts(out)
     gw, gv = _eigh_parts(g)
     _refuse_ties(w, 'eig')
-    gv = gv - v * anp.sum(v * gv, axis=-2, keepdims=True)     # the norm's projection
-    k = anp.matmul(_mT(v), gv)
+    gv = gv - v * _plumbing.sum(v * gv, axis=-2, keepdims=True)     # the norm's projection
+    k = _products.matmul(_mT(v), gv)
     f, tied = _inverse_gaps(w)
-    m = f * k + anp.expand_dims(gw, -1) * _np.eye(anp._shape(w)[-1])
-    return anp.linalg.solve(_mT(v), anp.matmul(m, _mT(v)))    # V^-T M V^T
+    m = f * k + _plumbing.expand_dims(gw, -1) * _np.eye(_kernel._shape(w)[-1])
+    return _solve.solve(_mT(v), _products.matmul(m, _mT(v)))    # V^-T M V^T
 
 
 _eig = _define('linalg.eig', _eig_plain, (_eig_jvp,), (_eig_vjp,))
@@ -284,7 +284,7 @@ def eig(a):
     """numpy.linalg.eig of real matrices whose eigenvalues are real (stacks too): numpy's
     values, eigenvectors of unit norm; complex eigenvalues raise InvalidInputError when
     differentiating (a plain array gets numpy's complex result)."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     if not _carries(a):
         return _np.linalg.eig(_plain(a, 'eig'))
     return _result(_EIG_RESULT, *_eigh_parts(_eig(a)))
@@ -293,13 +293,13 @@ def eig(a):
 def _eigvals_jvp(t, a, out):
     _refuse_ties(out, 'eigvals')
     v = _eigh_parts(_eig(a))[1]
-    return _diag(anp.linalg.solve(v, anp.matmul(t, v)))
+    return _diag(_solve.solve(v, _products.matmul(t, v)))
 
 
 def _eigvals_vjp(g, a, out):
     _refuse_ties(out, 'eigvals')
     v = _eigh_parts(_eig(a))[1]
-    return anp.linalg.solve(_mT(v), anp.expand_dims(g, -1) * _mT(v))
+    return _solve.solve(_mT(v), _plumbing.expand_dims(g, -1) * _mT(v))
 
 
 _eigvals = _define('linalg.eigvals', lambda a: _real_only(_np.linalg.eigvals(a), 'eigvals'),
@@ -308,7 +308,7 @@ _eigvals = _define('linalg.eigvals', lambda a: _real_only(_np.linalg.eigvals(a),
 
 def eigvals(a):
     """numpy.linalg.eigvals (real eigenvalues), numpy's own values."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     if not _carries(a):
         return _np.linalg.eigvals(_plain(a, 'eigvals'))
     return _eigvals(a)
@@ -332,57 +332,57 @@ def _svd_tangent(t, hermitian):
 def _inverse_s(s):
     """(1/s, zero): 1/s with 0 where s is zero to rounding, and that mask."""
     sv = primal_value(s)
-    zero = _np.abs(sv) <= _TIE * anp._shape(s)[-1] * _np.max(_np.abs(sv), axis=-1, keepdims=True)
-    return anp.where(zero, 0.0, 1.0 / anp.where(zero, 1.0, s)), zero
+    zero = _np.abs(sv) <= _TIE * _kernel._shape(s)[-1] * _np.max(_np.abs(sv), axis=-1, keepdims=True)
+    return _selection.where(zero, 0.0, 1.0 / _selection.where(zero, 1.0, s)), zero
 
 
 def _svd_jvp(t, a, out, full_matrices, hermitian):
-    m, n = anp._shape(a)[-2:]
+    m, n = _kernel._shape(a)[-2:]
     u, s, v = _svd_parts(out, m)
-    k = anp._shape(s)[-1]
+    k = _kernel._shape(s)[-1]
     t = _svd_tangent(t, hermitian)
-    x = anp.matmul(_mT(u), anp.matmul(t, v))
+    x = _products.matmul(_mT(u), _products.matmul(t, v))
     f, tied = _inverse_gaps(s * s)
-    xs = x * anp.expand_dims(s, -2)                        # X S
-    sx = anp.expand_dims(s, -1) * x                        # S X
+    xs = x * _plumbing.expand_dims(s, -2)                        # X S
+    sx = _plumbing.expand_dims(s, -1) * x                        # S X
     cu, cv = xs + _mT(xs), sx + _mT(sx)
-    du = anp.matmul(u, _nan_where(_mixes(tied, cu), f * cu))
-    dv = anp.matmul(v, _nan_where(_mixes(tied, cv), f * cv))
+    du = _products.matmul(u, _nan_where(_mixes(tied, cu), f * cu))
+    dv = _products.matmul(v, _nan_where(_mixes(tied, cv), f * cv))
     s_inv, zero = _inverse_s(s)
     if m > k:
-        p = anp.matmul(t, v) - anp.matmul(u, x)            # (I - U U^T) dA V
+        p = _products.matmul(t, v) - _products.matmul(u, x)            # (I - U U^T) dA V
         du = du + _nan_where(_np.logical_and(zero[..., None, :], primal_value(p) != 0),
-                             p * anp.expand_dims(s_inv, -2))
+                             p * _plumbing.expand_dims(s_inv, -2))
     if n > k:
-        q = anp.matmul(_mT(t), u) - anp.matmul(v, _mT(x))  # (I - V V^T) dA^T U
+        q = _products.matmul(_mT(t), u) - _products.matmul(v, _mT(x))  # (I - V V^T) dA^T U
         dv = dv + _nan_where(_np.logical_and(zero[..., None, :], primal_value(q) != 0),
-                             q * anp.expand_dims(s_inv, -2))
+                             q * _plumbing.expand_dims(s_inv, -2))
     return _pack(du, _singular_tangent(_diag(x), s, tied, zero), dv)
 
 
 def _svd_vjp(g, a, out, full_matrices, hermitian):
-    m, n = anp._shape(a)[-2:]
+    m, n = _kernel._shape(a)[-2:]
     u, s, v = _svd_parts(out, m)
     gu, gs, gv = _svd_parts(g, m)
-    k = anp._shape(s)[-1]
-    ju, jv = anp.matmul(_mT(u), gu), anp.matmul(_mT(v), gv)
+    k = _kernel._shape(s)[-1]
+    ju, jv = _products.matmul(_mT(u), gu), _products.matmul(_mT(v), gv)
     f, tied = _inverse_gaps(s * s)
     _refuse_mixing(tied, ju, 'svd')
     _refuse_mixing(tied, jv, 'svd')
     ju, jv = f * ju, f * jv
     s_inv, zero = _inverse_s(s)
     gs = _singular_tangent(gs, s, tied, zero)
-    core = ((ju + _mT(ju)) * anp.expand_dims(s, -2) + anp.expand_dims(s, -1) * (jv + _mT(jv))
-            + anp.expand_dims(gs, -1) * _np.eye(k))
-    ga = anp.matmul(u, anp.matmul(core, _mT(v)))
+    core = ((ju + _mT(ju)) * _plumbing.expand_dims(s, -2) + _plumbing.expand_dims(s, -1) * (jv + _mT(jv))
+            + _plumbing.expand_dims(gs, -1) * _np.eye(k))
+    ga = _products.matmul(u, _products.matmul(core, _mT(v)))
     if m > k:
-        pu = gu - anp.matmul(u, anp.matmul(_mT(u), gu))    # (I - U U^T) gU
+        pu = gu - _products.matmul(u, _products.matmul(_mT(u), gu))    # (I - U U^T) gU
         _refuse_zero_s(zero, pu, gu)
-        ga = ga + anp.matmul(pu * anp.expand_dims(s_inv, -2), _mT(v))
+        ga = ga + _products.matmul(pu * _plumbing.expand_dims(s_inv, -2), _mT(v))
     if n > k:
-        pv = gv - anp.matmul(v, anp.matmul(_mT(v), gv))    # (I - V V^T) gV
+        pv = gv - _products.matmul(v, _products.matmul(_mT(v), gv))    # (I - V V^T) gV
         _refuse_zero_s(zero, pv, gv)
-        ga = ga + anp.matmul(u * anp.expand_dims(s_inv, -2), _mT(pv))
+        ga = ga + _products.matmul(u * _plumbing.expand_dims(s_inv, -2), _mT(pv))
     return _to_triangle(ga, True) if hermitian else ga
 
 
@@ -404,19 +404,19 @@ def _singular_tangent(ds, s, tied, zero):
     """A (co)tangent of the singular values: the mean over tied ones, and 0 for zero ones
     (|x| at 0: numpy's signs of their vectors are arbitrary; 0 as nestad's abs has)."""
     ds = _mean_over_ties(ds, tied)
-    return anp.where(zero, 0.0, ds) if _np.any(zero) else ds
+    return _selection.where(zero, 0.0, ds) if _np.any(zero) else ds
 
 
 def _svdvals_jvp(t, a, out, hermitian):
-    u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), anp._shape(a)[-2])
-    ds = _diag(anp.matmul(_mT(u), anp.matmul(_svd_tangent(t, hermitian), v)))
+    u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), _kernel._shape(a)[-2])
+    ds = _diag(_products.matmul(_mT(u), _products.matmul(_svd_tangent(t, hermitian), v)))
     return _singular_tangent(ds, out, _ties(out * out), _inverse_s(out)[1])
 
 
 def _svdvals_vjp(g, a, out, hermitian):
-    u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), anp._shape(a)[-2])
+    u, _, v = _svd_parts(_svd(a, full_matrices=False, hermitian=hermitian), _kernel._shape(a)[-2])
     g = _singular_tangent(g, out, _ties(out * out), _inverse_s(out)[1])
-    ga = anp.matmul(u * anp.expand_dims(g, -2), _mT(v))
+    ga = _products.matmul(u * _plumbing.expand_dims(g, -2), _mT(v))
     return _to_triangle(ga, True) if hermitian else ga
 
 
@@ -429,13 +429,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """numpy.linalg.svd of real matrices (stacks too), numpy's values.  Differentiable with
     ``full_matrices=False`` (or square matrices) and with ``compute_uv=False``; the extra
     columns of ``full_matrices=True`` are not functions of the matrix and are refused."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     if not _carries(a):
         return _np.linalg.svd(_plain(a, 'svd'), full_matrices=full_matrices, compute_uv=compute_uv,
                               hermitian=hermitian)
     if not compute_uv:
         return _svdvals(a, hermitian=hermitian)
-    m, n = anp._shape(a)[-2:]
+    m, n = _kernel._shape(a)[-2:]
     if full_matrices and m != n and isinstance(a, Perturbed):
         raise InvalidInputError(
             "nestad.numpy.linalg.svd(a, full_matrices=True) of a non-square matrix: the extra "

@@ -15,10 +15,15 @@ import builtins
 
 import numpy as _np
 
-from . import (_as_operand, _axis_tuple, _define, _ndim, _neg_axes, _norm_axis, _plain_operand,
-               _shape, astype, broadcast_to, concatenate, dot, getitem, max, mean,
-               min, moveaxis, multiply, prod, ravel, reshape, sqrt, sum, transpose,
-               where)
+from ._contract import dot
+from ._elementwise import multiply, sqrt
+from ._indexing import astype, getitem
+from ._joining import concatenate
+from ._kernel import (_as_operand, _axis_tuple, _define, _ndim, _neg_axes, _norm_axis,
+                      _plain_operand, _shape)
+from ._plumbing import broadcast_to, moveaxis, ravel, reshape, sum, transpose
+from ._reductions import cumsum, max, mean, min, prod
+from ._selection import where
 from ._shapes import _axis_index, _traced, diag, sort
 from ..errors import InvalidInputError
 from ..values import primal_value
@@ -468,7 +473,6 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_np._NoValue, *,
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):   # noqa: A002
-    from . import cumsum
     a = _as_operand(a)
     if not _traced(a):
         return _np.nancumsum(_plain_operand(a, 'nancumsum'), axis, dtype, out)

@@ -11,16 +11,13 @@ import operator
 
 import numpy as _np
 
-from .. import numpy as anp
-from . import _define
+from . import _contract, _elementwise, _kernel, _plumbing, _products, _reductions
+from ._kernel import _define
+from ._solve import _mT, _aligned, _solve, solve  # noqa: F401
 from ..errors import InvalidInputError
 from ..values import primal_value
 from ._spectral import eig, eigh, eigvals, eigvalsh, svd, svdvals  # noqa: F401
 from ._spectral import _carries, _from_triangle, _plain, _to_triangle
-
-
-def _mT(a):
-    return anp.swapaxes(a, -1, -2)
 
 
 # ---------------------------------------------------------------- norm
@@ -29,71 +26,71 @@ def _ipow(x, p):
     """x ** p as numpy's in-place power computes it (ndarray ``**=`` has fast paths; on a
     reduction's scalar result it is numpy's scalar power, whose last bit can differ from
     the power ufunc's: Python's ``**`` reaches it, staged too)."""
-    if anp._ndim(x) == 0:
+    if _kernel._ndim(x) == 0:
         return x ** float(p)
     if p == 1:
         return x
     if p == -1:
-        return anp.reciprocal(x)
+        return _elementwise.reciprocal(x)
     if p == 0.5:
-        return anp.sqrt(x)
+        return _elementwise.sqrt(x)
     if p == 2:
         return x * x
-    return anp.power(x, float(p))
+    return _elementwise.power(x, float(p))
 
 
 def _vector_norm(x, ord, axis, keepdims):
     """numpy's vector norms along one axis."""
     if ord == _np.inf:
-        return anp.max(anp.absolute(x), axis=axis, keepdims=keepdims)
+        return _reductions.max(_elementwise.absolute(x), axis=axis, keepdims=keepdims)
     if ord == -_np.inf:
-        return anp.min(anp.absolute(x), axis=axis, keepdims=keepdims)
+        return _reductions.min(_elementwise.absolute(x), axis=axis, keepdims=keepdims)
     if ord == 0:            # the number of nonzero entries: no derivative
         v = primal_value(x)
         return _np.sum((v != 0).astype(v.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
-        return anp.sum(anp.absolute(x), axis=axis, keepdims=keepdims)
+        return _plumbing.sum(_elementwise.absolute(x), axis=axis, keepdims=keepdims)
     if ord is None or ord == 2:
-        return anp.sqrt(anp.sum(x * x, axis=axis, keepdims=keepdims))
+        return _elementwise.sqrt(_plumbing.sum(x * x, axis=axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
-    ret = anp.sum(_ipow(anp.absolute(x), ord), axis=axis, keepdims=keepdims)
+    ret = _plumbing.sum(_ipow(_elementwise.absolute(x), ord), axis=axis, keepdims=keepdims)
     return _ipow(ret, 1.0 / ord)
 
 
 def _matrix_norm(x, ord, row, col, keepdims):
     """numpy's matrix norms over axes (row, col)."""
-    nd_ = anp._ndim(x)
+    nd_ = _kernel._ndim(x)
     row, col = row % nd_, col % nd_
     if row == col:
         raise ValueError('Duplicate axes given.')
     if ord in (2, -2, 'nuc'):
         rest = [i for i in range(nd_) if i not in (row, col)]
-        s = svdvals(anp.transpose(x, rest + [row, col]))
-        ret = {2: anp.max, -2: anp.min, 'nuc': anp.sum}[ord](s, axis=-1)
+        s = svdvals(_plumbing.transpose(x, rest + [row, col]))
+        ret = {2: _reductions.max, -2: _reductions.min, 'nuc': _plumbing.sum}[ord](s, axis=-1)
     elif ord in (1, -1):
-        ret = anp.sum(anp.absolute(x), axis=row)
-        ret = (anp.max if ord == 1 else anp.min)(ret, axis=col - 1 if col > row else col)
+        ret = _plumbing.sum(_elementwise.absolute(x), axis=row)
+        ret = (_reductions.max if ord == 1 else _reductions.min)(ret, axis=col - 1 if col > row else col)
     elif ord in (_np.inf, -_np.inf):
-        ret = anp.sum(anp.absolute(x), axis=col)
-        ret = (anp.max if ord == _np.inf else anp.min)(ret, axis=row - 1 if row > col else row)
+        ret = _plumbing.sum(_elementwise.absolute(x), axis=col)
+        ret = (_reductions.max if ord == _np.inf else _reductions.min)(ret, axis=row - 1 if row > col else row)
     elif ord in (None, 'fro', 'f'):
-        ret = anp.sqrt(anp.sum(x * x, axis=(row, col)))
+        ret = _elementwise.sqrt(_plumbing.sum(x * x, axis=(row, col)))
     else:
         raise ValueError("Invalid norm order for matrices.")
     if keepdims:
-        shape = list(anp._shape(x))
+        shape = list(_kernel._shape(x))
         shape[row] = shape[col] = 1
-        ret = anp.reshape(ret, shape)
+        ret = _plumbing.reshape(ret, shape)
     return ret
 
 
 def _norm2_jvp(t, x, out):
-    return anp.divide(anp.sum(x * t, axis=tuple(range(-anp._ndim(x), 0))), out)
+    return _elementwise.divide(_plumbing.sum(x * t, axis=tuple(range(-_kernel._ndim(x), 0))), out)
 
 
 def _norm2_vjp(g, x, out):
-    return anp.divide(g, out) * x
+    return _elementwise.divide(g, out) * x
 
 
 # The 2-norm of all of x: numpy's own value, sqrt(dot(x.ravel(order='K'), x.ravel(order='K'))),
@@ -106,16 +103,16 @@ def norm(x, ord=None, axis=None, keepdims=False):
     """numpy.linalg.norm: every vector ``ord`` (inf, -inf, 0, 1, 2, any p, None) over one
     axis, every matrix ``ord`` ('fro', 'nuc', inf, -inf, 1, -1, 2, -2, None) over two,
     numpy's values and branches.  The 2-norm's derivative at zero is nan (0/0)."""
-    x = anp._as_operand(x)
+    x = _kernel._as_operand(x)
     if not _carries(x):
         return _np.linalg.norm(_plain(x, 'norm'), ord, axis, keepdims)
-    nd_ = anp._ndim(x)
+    nd_ = _kernel._ndim(x)
     if nd_ == 0 and axis is not None:          # numpy's AxisError (a 0-d array has no axis)
         _np.linalg.norm(primal_value(x), ord, axis, keepdims)
     if axis is None:
         if ord is None or ord in ('f', 'fro') and nd_ == 2 or ord == 2 and nd_ == 1:
             ret = _norm2(x)
-            return anp.reshape(ret, [1] * nd_) if keepdims else ret
+            return _plumbing.reshape(ret, [1] * nd_) if keepdims else ret
         axis = tuple(range(nd_))
     elif not isinstance(axis, tuple):
         try:
@@ -136,16 +133,16 @@ def matrix_norm(x, /, *, keepdims=False, ord='fro'):
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """numpy.linalg.vector_norm: a vector norm over any axes (all of them by default)."""
-    x = anp._as_operand(x)
+    x = _kernel._as_operand(x)
     if not _carries(x):
         return _np.linalg.vector_norm(_plain(x, 'vector_norm'), axis=axis, keepdims=keepdims, ord=ord)
-    shape = list(anp._shape(x))
+    shape = list(_kernel._shape(x))
     if axis is None:
-        y, along = anp.ravel(x), 0
+        y, along = _plumbing.ravel(x), 0
     elif isinstance(axis, tuple):
         axes = [a % len(shape) for a in axis]
         rest = [i for i in range(len(shape)) if i not in axes]
-        y = anp.reshape(anp.transpose(x, axes + rest),
+        y = _plumbing.reshape(_plumbing.transpose(x, axes + rest),
                         (int(_np.prod([shape[i] for i in axes])),) + tuple(shape[i] for i in rest))
         along = 0
     else:
@@ -155,58 +152,29 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
         for i in (range(len(shape)) if axis is None else
                   [a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))]):
             shape[i] = 1
-        res = anp.reshape(res, shape)
+        res = _plumbing.reshape(res, shape)
     return res
-
-
-def _aligned(t, x, out):
-    """Tangent t of x with singletons after its batch axes up to the output's rank, so
-    that stacks of matrices broadcast against the output's stack axes."""
-    nb = anp._nbatch(t, x)
-    missing = anp._ndim(out) - anp._ndim(x)
-    if nb and missing > 0:
-        return anp.reshape(t, anp._shape(t)[:nb] + (1,) * missing + anp._shape(x))
-    return t
-
-
-# _solve: A X = B for stacks of matrices A (..., M, M) and B (..., M, K), broadcasting.
-_solve = _define(
-    'linalg.solve', _np.linalg.solve,
-    # dX = A^-1 (dB - dA X)
-    (lambda t, a, b, out: _solve(a, -anp.matmul(_aligned(t, a, out), out)),
-     lambda t, a, b, out: _solve(a, _aligned(t, b, out))),
-    # Bbar = A^-T Xbar, Abar = -Bbar X^T
-    (lambda g, a, b, out: anp.sum_to(-anp.matmul(_solve(_mT(a), g), _mT(out)), anp._shape(a)),
-     lambda g, a, b, out: anp.sum_to(_solve(_mT(a), g), anp._shape(b))))
-
-
-def solve(a, b):
-    """numpy.linalg.solve: a vector right-hand side (b.ndim == 1) or stacks of matrices."""
-    a, b = anp._as_operand(a), anp._as_operand(b)
-    if anp._ndim(b) == 1:
-        return anp.squeeze(_solve(a, anp.expand_dims(b, -1)), -1)
-    return _solve(a, b)
 
 
 _inv = _define(
     'linalg.inv', _np.linalg.inv,
-    (lambda t, a, out: -anp.matmul(anp.matmul(out, t), out),),
-    (lambda g, a, out: -anp.matmul(anp.matmul(_mT(out), g), _mT(out)),))
+    (lambda t, a, out: -_products.matmul(_products.matmul(out, t), out),),
+    (lambda g, a, out: -_products.matmul(_products.matmul(_mT(out), g), _mT(out)),))
 
 
 def inv(a):
-    return _inv(anp._as_operand(a))
+    return _inv(_kernel._as_operand(a))
 
 
 def _det_jvp(t, a, out):
     # d det = det * tr(A^-1 dA)
-    return out * anp.sum(_mT(inv(a)) * t, axis=(-2, -1))
+    return out * _plumbing.sum(_mT(inv(a)) * t, axis=(-2, -1))
 
 
 def _per_matrix(g, a):
     """A cotangent of a function of each matrix in a stack (shape a.shape[:-2]), with two
     singleton axes so that it meets its own matrix, not the stack's last axis."""
-    return anp._keep(g, a, (-2, -1), False)
+    return _plumbing._keep(g, a, (-2, -1), False)
 
 
 _det = _define('linalg.det', _np.linalg.det, (_det_jvp,),
@@ -214,25 +182,25 @@ _det = _define('linalg.det', _np.linalg.det, (_det_jvp,),
 
 
 def det(a):
-    return _det(anp._as_operand(a))
+    return _det(_kernel._as_operand(a))
 
 
 def slogdet(a):
     """(sign, log|det a|); the sign is constant, log|det| is differentiable."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     result = _np.linalg.slogdet(primal_value(a))
     return type(result)(result.sign, _logabsdet(a))      # numpy's (sign, logabsdet) namedtuple
 
 
 _logabsdet = _define(
     'linalg.slogdet', lambda a: _np.linalg.slogdet(a)[1],
-    (lambda t, a, out: anp.sum(_mT(inv(a)) * t, axis=(-2, -1)),),
+    (lambda t, a, out: _plumbing.sum(_mT(inv(a)) * t, axis=(-2, -1)),),
     (lambda g, a, out: _per_matrix(g, a) * _mT(inv(a)),))
 
 
 def _phi(x):
     """Lower triangle with the diagonal halved."""
-    n = anp._shape(x)[-1]
+    n = _kernel._shape(x)[-1]
     mask = _np.tril(_np.ones((n, n))) - 0.5 * _np.eye(n)
     return x * mask
 
@@ -241,13 +209,13 @@ def _chol_jvp(t, a, out):
     # dL = L phi(L^-1 dA L^-T), with dA symmetrised (the factor is a function of sym(A))
     linv = inv(out)
     t = 0.5 * (t + _mT(t))
-    return anp.matmul(out, _phi(anp.matmul(anp.matmul(linv, t), _mT(linv))))
+    return _products.matmul(out, _phi(_products.matmul(_products.matmul(linv, t), _mT(linv))))
 
 
 def _chol_vjp(g, a, out):
     # Abar = sym(L^-T phi(L^T Lbar) L^-1) (Murray 2016, with symmetrisation)
     linv = inv(out)
-    s = anp.matmul(anp.matmul(_mT(linv), _phi(anp.matmul(_mT(out), g))), linv)
+    s = _products.matmul(_products.matmul(_mT(linv), _phi(_products.matmul(_mT(out), g))), linv)
     return 0.5 * (s + _mT(s))
 
 
@@ -258,7 +226,7 @@ _cholesky = _define('linalg.cholesky', lambda a: _np.linalg.cholesky(0.5 * (a + 
 
 
 def cholesky(a):
-    return _cholesky(anp._as_operand(a))
+    return _cholesky(_kernel._as_operand(a))
 
 
 # ---------------------------------------------------------------- pinv, matrix_power
@@ -276,7 +244,7 @@ def _pinv_kept(a, hermitian, tol):
     rcond, rtol = tol.get('rcond'), tol.get('rtol', _np._NoValue)
     if rcond is None:
         rcond = 1e-15 if rtol is _np._NoValue else \
-            max(anp._shape(a)[-2:]) * _np.finfo(s.dtype).eps if rtol is None else rtol
+            max(_kernel._shape(a)[-2:]) * _np.finfo(s.dtype).eps if rtol is None else rtol
     top = _np.max(s, axis=-1, keepdims=True)
     keep = s > _np.asarray(rcond)[..., None] * top
     zero = s <= _TIE * s.shape[-1] * top
@@ -288,7 +256,7 @@ def _truncation(a, keep, hermitian):
     """A_k = U S_k V^T: a without the singular values pinv drops (a differentiable
     composition of nestad's svd)."""
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
-    return anp.matmul(u * anp.expand_dims(s * keep, -2), vh)
+    return _products.matmul(u * _plumbing.expand_dims(s * keep, -2), vh)
 
 
 def _truncation_jvp(a, t, keep, hermitian):
@@ -313,7 +281,7 @@ def _truncation_vjp(a, g, keep, hermitian):
     try:
         cell = make_cell(tag, a, ())
         sens = backpropagate((_truncation(cell, keep, hermitian),), (g,), tag)
-        return sens[cell.id] if cell.id in sens else _np.zeros(anp._shape(a))
+        return sens[cell.id] if cell.id in sens else _np.zeros(_kernel._shape(a))
     finally:
         perturbation.retire(tag)
 
@@ -327,13 +295,13 @@ def _pinv_jvp(t, a, out, hermitian, **tol):
         a, t = _truncation_jvp(a, t, keep, hermitian)
     elif hermitian:                                    # numpy reads the lower triangle
         t, a = _from_triangle(t, True), _from_triangle(a, True)
-    m, n = anp._shape(a)[-2:]
-    p_out = _np.eye(m) - anp.matmul(a, out)            # I - A A+
-    p_in = _np.eye(n) - anp.matmul(out, a)             # I - A+ A
+    m, n = _kernel._shape(a)[-2:]
+    p_out = _np.eye(m) - _products.matmul(a, out)            # I - A A+
+    p_in = _np.eye(n) - _products.matmul(out, a)             # I - A+ A
     tT = _mT(t)
-    return (-anp.matmul(out, anp.matmul(t, out))
-            + anp.matmul(anp.matmul(out, _mT(out)), anp.matmul(tT, p_out))
-            + anp.matmul(p_in, anp.matmul(tT, anp.matmul(_mT(out), out))))
+    return (-_products.matmul(out, _products.matmul(t, out))
+            + _products.matmul(_products.matmul(out, _mT(out)), _products.matmul(tT, p_out))
+            + _products.matmul(p_in, _products.matmul(tT, _products.matmul(_mT(out), out))))
 
 
 def _pinv_vjp(g, a, out, hermitian, **tol):
@@ -343,13 +311,13 @@ def _pinv_vjp(g, a, out, hermitian, **tol):
         a = _truncation(a, keep, hermitian)
     elif hermitian:
         a = _from_triangle(a, True)
-    m, n = anp._shape(a)[-2:]
-    p_out = _np.eye(m) - anp.matmul(a, out)
-    p_in = _np.eye(n) - anp.matmul(out, a)
+    m, n = _kernel._shape(a)[-2:]
+    p_out = _np.eye(m) - _products.matmul(a, out)
+    p_in = _np.eye(n) - _products.matmul(out, a)
     gT = _mT(g)
-    ga = (-anp.matmul(_mT(out), anp.matmul(g, _mT(out)))
-          + anp.matmul(p_out, anp.matmul(gT, anp.matmul(out, _mT(out))))
-          + anp.matmul(anp.matmul(_mT(out), out), anp.matmul(gT, p_in)))
+    ga = (-_products.matmul(_mT(out), _products.matmul(g, _mT(out)))
+          + _products.matmul(p_out, _products.matmul(gT, _products.matmul(out, _mT(out))))
+          + _products.matmul(_products.matmul(_mT(out), out), _products.matmul(gT, p_in)))
     if truncated:
         return _truncation_vjp(a0, ga, keep, hermitian)
     return _to_triangle(ga, True) if hermitian else ga
@@ -363,7 +331,7 @@ def pinv(a, rcond=None, hermitian=False, **rtol):
     Its derivative is the one where the rank stays fixed: exact for full-rank matrices
     and along perturbations that keep the rank; a perturbation that changes the rank
     makes the pseudo-inverse jump, and no derivative exists there."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     tol = dict(rtol) if rcond is None else dict(rtol, rcond=rcond)
     if not _carries(a):
         return _np.linalg.pinv(_plain(a, 'pinv'), hermitian=hermitian, **tol)
@@ -373,10 +341,10 @@ def pinv(a, rcond=None, hermitian=False, **rtol):
 def matrix_power(a, n):
     """numpy.linalg.matrix_power by numpy's steps (squarings and products with matmul, inv
     for negative powers), so its values are numpy's."""
-    a = anp._as_operand(a)
+    a = _kernel._as_operand(a)
     if not _carries(a):
         return _np.linalg.matrix_power(_plain(a, 'matrix_power'), n)
-    shape = anp._shape(a)
+    shape = _kernel._shape(a)
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise _np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
     try:
@@ -391,22 +359,22 @@ def matrix_power(a, n):
     if n == 1:
         return a
     if n == 2:
-        return anp.matmul(a, a)
+        return _products.matmul(a, a)
     if n == 3:
-        return anp.matmul(anp.matmul(a, a), a)
+        return _products.matmul(_products.matmul(a, a), a)
     z = result = None
     while n > 0:
-        z = a if z is None else anp.matmul(z, z)
+        z = a if z is None else _products.matmul(z, z)
         n, bit = divmod(n, 2)
         if bit:
-            result = z if result is None else anp.matmul(result, z)
+            result = z if result is None else _products.matmul(result, z)
     return result
 
 
 def multi_dot(arrays, *, out=None):
     """numpy.linalg.multi_dot: the chain of dots in numpy's order (the cheapest, found by
     the same dynamic programme), so its values are numpy's."""
-    arrays = [anp._as_operand(a) for a in arrays]
+    arrays = [_kernel._as_operand(a) for a in arrays]
     if not builtins.any(_carries(a) for a in arrays):
         return _np.linalg.multi_dot([_plain(a, 'multi_dot') for a in arrays], out=out)
     if out is not None:
@@ -416,28 +384,28 @@ def multi_dot(arrays, *, out=None):
     if n < 2:
         raise ValueError("Expecting at least two arrays.")
     if n == 2:
-        return anp.dot(arrays[0], arrays[1])
-    first, last = anp._ndim(arrays[0]), anp._ndim(arrays[-1])
+        return _contract.dot(arrays[0], arrays[1])
+    first, last = _kernel._ndim(arrays[0]), _kernel._ndim(arrays[-1])
     if first == 1:
-        arrays[0] = anp.atleast_2d(arrays[0])
+        arrays[0] = _plumbing.atleast_2d(arrays[0])
     if last == 1:
-        arrays[-1] = anp.transpose(anp.atleast_2d(arrays[-1]))
+        arrays[-1] = _plumbing.transpose(_plumbing.atleast_2d(arrays[-1]))
     for a in arrays:
-        if anp._ndim(a) != 2:
-            raise _np.linalg.LinAlgError(f"{anp._ndim(a)}-dimensional array given. Array must be "
+        if _kernel._ndim(a) != 2:
+            raise _np.linalg.LinAlgError(f"{_kernel._ndim(a)}-dimensional array given. Array must be "
                                          "two-dimensional")
     if n == 3:
-        (a0, a1b0), (b1c0, c1) = anp._shape(arrays[0]), anp._shape(arrays[2])
+        (a0, a1b0), (b1c0, c1) = _kernel._shape(arrays[0]), _kernel._shape(arrays[2])
         if a0 * b1c0 * (a1b0 + c1) < a1b0 * c1 * (a0 + b1c0):
-            result = anp.dot(anp.dot(arrays[0], arrays[1]), arrays[2])
+            result = _contract.dot(_contract.dot(arrays[0], arrays[1]), arrays[2])
         else:
-            result = anp.dot(arrays[0], anp.dot(arrays[1], arrays[2]))
+            result = _contract.dot(arrays[0], _contract.dot(arrays[1], arrays[2]))
     else:
-        result = _chain(arrays, _chain_order([anp._shape(a) for a in arrays]), 0, n - 1)
+        result = _chain(arrays, _chain_order([_kernel._shape(a) for a in arrays]), 0, n - 1)
     if first == 1 and last == 1:
         return result[0, 0]
     if first == 1 or last == 1:
-        return anp.ravel(result)
+        return _plumbing.ravel(result)
     return result
 
 
@@ -461,52 +429,52 @@ def _chain_order(shapes):
 def _chain(arrays, split, i, j):
     if i == j:
         return arrays[i]
-    return anp.dot(_chain(arrays, split, i, split[i, j]), _chain(arrays, split, split[i, j] + 1, j))
+    return _contract.dot(_chain(arrays, split, i, split[i, j]), _chain(arrays, split, split[i, j] + 1, j))
 
 
 # ---------------------------------------------------------------- numpy 2's array-API names
 
 def matmul(x1, x2, /):
-    return anp.matmul(x1, x2)
+    return _products.matmul(x1, x2)
 
 
 def tensordot(x1, x2, /, *, axes=2):
-    return anp.tensordot(x1, x2, axes)
+    return _contract.tensordot(x1, x2, axes)
 
 
 def outer(x1, x2, /):
     """numpy.linalg.outer: of two vectors only."""
-    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
-    if anp._ndim(x1) != 1 or anp._ndim(x2) != 1:
+    x1, x2 = _kernel._as_operand(x1), _kernel._as_operand(x2)
+    if _kernel._ndim(x1) != 1 or _kernel._ndim(x2) != 1:
         raise ValueError("Input arrays must be one-dimensional, but they are "
-                         f"x1.ndim={anp._ndim(x1)} and x2.ndim={anp._ndim(x2)}.")
-    return anp.outer(x1, x2)
+                         f"x1.ndim={_kernel._ndim(x1)} and x2.ndim={_kernel._ndim(x2)}.")
+    return _contract.outer(x1, x2)
 
 
 def cross(x1, x2, /, *, axis=-1):
     """numpy.linalg.cross: of 3-element vectors only."""
-    x1, x2 = anp._as_operand(x1), anp._as_operand(x2)
-    if anp._shape(x1)[axis] != 3 or anp._shape(x2)[axis] != 3:
+    x1, x2 = _kernel._as_operand(x1), _kernel._as_operand(x2)
+    if _kernel._shape(x1)[axis] != 3 or _kernel._shape(x2)[axis] != 3:
         raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
-                         f"are {anp._shape(x1)[axis]} and {anp._shape(x2)[axis]} dimensional instead.")
-    return anp.cross(x1, x2, axis=axis)
+                         f"are {_kernel._shape(x1)[axis]} and {_kernel._shape(x2)[axis]} dimensional instead.")
+    return _contract.cross(x1, x2, axis=axis)
 
 
 def trace(x, /, *, offset=0, dtype=None):
     """numpy.linalg.trace: over the last two axes."""
     if dtype is not None:
         raise InvalidInputError("nestad.numpy.linalg.trace supports dtype=None")
-    return anp.trace(x, offset, -2, -1)
+    return _reductions.trace(x, offset, -2, -1)
 
 
 def diagonal(x, /, *, offset=0):
-    return anp.diagonal(x, offset, -2, -1)
+    return _reductions.diagonal(x, offset, -2, -1)
 
 
 def matrix_transpose(x, /):
-    return _mT(anp._as_operand(x))
+    return _mT(_kernel._as_operand(x))
 
 
-if hasattr(anp, 'vecdot'):
+if hasattr(_contract, 'vecdot'):
     def vecdot(x1, x2, /, *, axis=-1):
-        return anp.vecdot(x1, x2, axis=axis)
+        return _contract.vecdot(x1, x2, axis=axis)
