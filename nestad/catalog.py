@@ -2,14 +2,14 @@
 (``python -m nestad.catalog`` prints it, ``--write README.md`` puts it in the README;
 tests/test_registry.py checks the README has it)."""
 import pathlib
+from nestad import registry
+from nestad.numpy import _dispatch
 
 
 def catalog():
     """The README's list of differentiable functions, made from the registry and from
     nestad.numpy's mirrors of numpy."""
     import numpy as np
-    from nestad import registry
-    from nestad.numpy import _dispatch
     scalar = sorted(registry.exported('nestad'))
     arrays, linalg = set(), set()
     for target, fn in _dispatch._mirrors().items():

@@ -43,6 +43,10 @@ import numpy as np
 from . import batching
 from .arrays import ArrayPrimitive, PerArgument, apply
 from .errors import InvalidInputError, MissingRuleError
+from .numpy._joining import one_tangent_at_a_time
+from .numpy._plumbing import _align, _tangent_to, sum_to
+from .numpy._plumbing import sum as _sum
+from . import operators as _operators
 from .tracer import _TracerBase, one_output_error
 from .values import Batched, Perturbed, primal_value
 
@@ -170,11 +174,10 @@ class _Rules:
             partial = self._partial(i)
 
             def jvp(t, *xs, out, **params):
-                from .numpy import _align, _tangent_to
                 return _tangent_to(partial(xs, out, params) * _align(t, xs[i], out), t, xs[i], out)
             return jvp
         jvp = self._checked(rule, 'jvps', i)
-        return jvp if self.batched else _one_tangent_at_a_time(jvp, i)
+        return jvp if self.batched else one_tangent_at_a_time(jvp, i)
 
     def _vjp(self, i):
         rule = self._pick(i, 'vjps')
@@ -182,7 +185,6 @@ class _Rules:
             partial = self._partial(i)
 
             def vjp(g, *xs, out, **params):
-                from .numpy import sum_to
                 return sum_to(partial(xs, out, params) * g, _shape(xs[i]))
             return vjp
         return self._checked(rule, 'vjps', i)
@@ -312,23 +314,6 @@ class _Rules:
         return _CALL[kind].format(args=args, arg=self._name(i))
 
 
-def _one_tangent_at_a_time(rule, i):
-    """A JVP rule for one tangent, applied to each tangent of a batch in turn."""
-    def jvp(t, *xs, out, **params):
-        shape = _shape(xs[i])
-        batch = _shape(t)[:len(_shape(t)) - len(shape)]
-        if not batch:
-            return rule(t, *xs, out=out, **params)
-        from . import numpy as anp
-        count = int(np.prod(batch))
-        if count == 0:                 # no direction: an empty batch of tangents
-            return np.zeros(batch + _shape(out))
-        flat = anp.reshape(t, (count,) + shape)
-        terms = [rule(flat[k], *xs, out=out, **params) for k in range(count)]
-        return anp.reshape(anp.stack(terms), batch + _shape(out))
-    return jvp
-
-
 def _shape(x):
     """The shape of a number, array, traced or perturbed value (numpy.shape of a float
     takes a microsecond: too slow for every call of a rule)."""
@@ -431,8 +416,6 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
     Keyword arguments are passed to ``f`` as parameters.  A rule that cannot take its call,
     or returns a result of the wrong shape or type, raises ``InvalidInputError`` naming it
     (the check every call of a rule makes) before anything is compared."""
-    import nestad as nd
-    from . import numpy as anp
     rng = np.random.default_rng(seed)
     args = [np.array(a, dtype=float) if isinstance(a, (list, tuple)) else a for a in args]
     shapes = [np.shape(a) for a in args]
@@ -442,12 +425,12 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
 
     def F(*xs):
         y = f(*xs, **params)
-        return anp.sum(w * y) + 0.5 * anp.sum(u * y * y)
+        return _sum(w * y) + 0.5 * _sum(u * y * y)
 
     report = {}
     nums = tuple(range(len(args)))
-    gr = nd.gradient_r(F, argnums=nums)(*args)
-    gf = nd.gradient_f(F, argnums=nums)(*args)
+    gr = _operators.gradient_r(F, argnums=nums)(*args)
+    gf = _operators.gradient_f(F, argnums=nums)(*args)
     for j, a in enumerate(args):
         fd = _fd_gradient(F, args, j, step)
         by_jvp = np.zeros(shapes[j])
@@ -456,7 +439,7 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
             e[idx] = 1.0
             tangents = [e if k == j else np.zeros(shapes[k]) for k in range(len(args))]
             tangents = [t if t.shape else float(t) for t in tangents]
-            by_jvp[idx] = nd.jvp(F, tuple(args), tuple(tangents))[1]
+            by_jvp[idx] = _operators.jvp(F, tuple(args), tuple(tangents))[1]
         scale = 1.0 + float(np.max(np.abs(fd), initial=0.0))
         _agree(gr[j], gf[j], ad_rtol * scale, f"argument {j}: gradient_r vs gradient_f (batched)")
         _agree(gr[j], by_jvp, ad_rtol * scale, f"argument {j}: gradient_r vs jvp per direction")
@@ -475,11 +458,11 @@ def check_rules(f, *args, order=2, seed=0, step=1e-6, rtol=1e-5, ad_rtol=1e-9, *
         for modes in _nestings(k):
             g = phi
             for m in reversed(modes):
-                g = (nd.derivative if m == 'f' else nd.gradient_r)(g)
-            values[modes] = float(nd.primal_value(g(0.0)))
+                g = (_operators.derivative if m == 'f' else _operators.gradient_r)(g)
+            values[modes] = float(primal_value(g(0.0)))
         lower = phi
         for _ in range(k - 1):
-            lower = nd.derivative(lower)
+            lower = _operators.derivative(lower)
         fd = (lower(step) - lower(-step)) / (2 * step)
         ref = values['f' * k]
         scale = 1.0 + abs(fd)

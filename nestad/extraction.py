@@ -23,9 +23,9 @@ from numbers import Real
 import numpy as np
 
 from . import perturbation
-from .arrays import LinearMap, rebuild_bundle, rebuild_cell
+from .arrays import LinearMap, make_bundle, make_cell, rebuild_bundle, rebuild_cell
 from .errors import EscapedPerturbationError, InvalidInputError, NestadError
-from .reverse import topological_order
+from .reverse import backpropagate, topological_order
 from .structures import flatten, leaf_paths
 from .tracer import ArrayTracer
 from .values import Bundle, Perturbed, TapeCell
@@ -41,6 +41,29 @@ def tangent_of(tag, y, op="derivative"):
 def primal_of(tag, y, op="derivative"):
     """``y`` with perturbation ``tag`` set to zero."""
     return _extract(tag, y, PRIMAL, op)
+
+
+def run_jvp(f, x, t):
+    """(f(x), its tangent along t) by a forward run of its own: for a rule that
+    differentiates a function made of nestad's primitives (t may be batched)."""
+    tag = perturbation.fresh()
+    try:
+        y = f(make_bundle(tag, x, t))
+        return primal_of(tag, y), tangent_of(tag, y)
+    finally:
+        perturbation.retire(tag)
+
+
+def run_vjp(f, x, g):
+    """The cotangent of x for a cotangent g of f(x), by a reverse run of its own: for a
+    rule that pulls back through a function made of nestad's primitives."""
+    tag = perturbation.fresh()
+    try:
+        cell = make_cell(tag, x, ())
+        sens = backpropagate((f(cell),), (g,), tag)
+        return sens[cell.id] if cell.id in sens else np.zeros(np.shape(x))
+    finally:
+        perturbation.retire(tag)
 
 
 def _extract(tag, y, part, op, strict=True):

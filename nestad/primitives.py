@@ -22,6 +22,7 @@ from .arrays import is_array
 from .errors import InvalidInputError
 from .interpret import bind
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
+from . import tracer as _tracer
 from .tracer import RAISES, SIMPLIFY, ArrayTracer, Tracer, apply_traced
 from .values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
 
@@ -139,6 +140,7 @@ LOGIC = {name: constant(name, fn, emit=emit) for name, fn, emit in (
 COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, sym in (
     ('lt', operator.lt, '<'), ('le', operator.le, '<='), ('gt', operator.gt, '>'),
     ('ge', operator.ge, '>='), ('eq', operator.eq, '=='), ('ne', operator.ne, '!='))}
+_tracer.COMPARISONS.update(COMPARISONS)
 
 
 # ---------------------------------------------------------------- elementary functions

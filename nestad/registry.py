@@ -21,6 +21,7 @@ Programs refer to primitives by these names when they are pickled (``reduce``), 
 program traced in one process runs in another.
 """
 import importlib
+from .errors import NestadError
 
 PRIMITIVES = {}            # qualified name -> primitive
 USER = set()               # qualified names of users' primitives (nestad.primitive)
@@ -83,7 +84,6 @@ def named(qualname, module='nestad'):
         importlib.import_module(module)
         prim = PRIMITIVES.get(qualname)
     if prim is None:
-        from .errors import NestadError
         raise NestadError(f"a pickled program uses the primitive {qualname!r}, which importing "
                           f"{module} does not define: define it at the top level of a module "
                           "(not inside a function) and import that module before unpickling")

@@ -18,6 +18,7 @@ from .staging.loops import row, row_set
 from .structures import flatten
 from .tracer import active, is_tracer
 from .values import primal_value
+from . import numpy as anp
 
 
 def fori_loop(lower, upper, body, init_val):
@@ -90,7 +91,6 @@ def _step(f, carry, x):
 
 
 def _eager(f, carry, x_leaves, x_tree, n, reverse):
-    from . import numpy as anp
     ys = [None] * n
     for j in (range(n - 1, -1, -1) if reverse else range(n)):
         carry, ys[j] = _step(f, carry, x_tree.build([x[j] for x in x_leaves])

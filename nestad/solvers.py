@@ -32,6 +32,11 @@ from .extraction import primal_of, tangent_of
 from .structures import flatten, tree_map
 from .tracer import StagingError, any_tracer, apply_traced, is_tracer
 from .values import Perturbed, primal_value
+from . import numpy as anp
+from .operators import vjp
+from .staging import stage
+from .operators import gradient_r, hvp, value_and_gradient_r
+from .operators import gradient_r
 
 
 # ---------------------------------------------------------------- plain vectors
@@ -53,7 +58,6 @@ def _ravel(x, what):
     vec = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
 
     def unravel(v):                       # (v may be traced, inside nd.stage)
-        from . import numpy as anp
         plain, out, at = v.__class__ is np.ndarray, [], 0
         for shape, size, number in zip(shapes, sizes, numbers):
             part = v[at:at + size]
@@ -87,7 +91,6 @@ def _plain_call(name, fn, params, example, solver):
 
 def _flat(x):
     """A structure of nestad values as one vector."""
-    from . import numpy as anp
     return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(x)[0]])
 
 
@@ -111,7 +114,6 @@ def _implicit(solve, residual, solve_jx, params, what):
     """``x(params)`` with ``residual(x, *params) = 0``, ``solve(params)`` computing it
     from params without a perturbation; ``solve_jx(x, params, rhs, transpose)`` solves
     ``J_x z = rhs`` (``J_x^T z = rhs``) differentiably in ``x`` and ``params``."""
-    from .operators import vjp
     leaves, tree = flatten(tuple(params))
     if not any(isinstance(a, Perturbed) for a in leaves):
         return solve(tuple(params))
@@ -153,7 +155,6 @@ def _push(fn, primals, tangents, what):
 def _each_direction(tangent, tangents, primals, out):
     """``tangent(tangents)`` for tangents that may carry leading batch axes (``jacobian_f``
     pushes many directions at once): one direction at a time, stacked back."""
-    from . import numpy as anp
     t_leaves, t_tree = flatten(tuple(tangents))
     p_leaves = flatten(tuple(primals))[0]
     nb = anp._nbatch(t_leaves[0], p_leaves[0])
@@ -211,7 +212,6 @@ def _transposed(matvec, rmatvec, symmetric):
         return rmatvec
 
     def by_vjp(w, *p):
-        from .operators import vjp
         zero = tree_map(lambda a: np.zeros(np.shape(primal_value(a))) if np.shape(primal_value(a))
                         else 0.0, w)
         return vjp(lambda v: matvec(v, *p), zero)[1](w)[0]
@@ -390,7 +390,6 @@ class _JacobianProduct:
 
     def __call__(self, v, x, *p):
         if self.transposed:
-            from .operators import vjp
             return vjp(lambda x: self.F(x, *p), x)[1](v)[0]
         return _push(lambda x: self.F(x, *p), [x], [v], "root")[1]
 
@@ -571,7 +570,6 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     x0 = primal_tree(x0)
 
     def gradient(x, *p):
-        from .operators import gradient_r
         return gradient_r(f)(x, *p)
 
     def solve(p):
@@ -589,7 +587,6 @@ def _staged_or_eager(traced, eager, leaves, after=20):
     solver's many iterations pay a gradient's eager overhead (many times its arithmetic)
     once, and a solver done in a few pays no tracing.  Eager throughout where staging
     cannot hold the function or its arguments are not all real numbers and arrays."""
-    from .staging import stage
     if not all(isinstance(a, (float, int, np.floating, np.integer)) and not isinstance(a, bool)
                or isinstance(a, np.ndarray) and a.dtype.kind in 'fi' for a in leaves):
         return eager
@@ -608,7 +605,6 @@ def _staged_or_eager(traced, eager, leaves, after=20):
 
 
 def _minimize_plain(f, x0, params, method, tol, maxiter):
-    from .operators import gradient_r, hvp, value_and_gradient_r
     x, unravel = _ravel(x0, "minimize")
 
     p_leaves, p_tree = flatten(tuple(params))
@@ -820,7 +816,6 @@ def _odeint(f, y0, t, params, opts):
     p_leaves, p_tree = flatten(pp)
     chosen_p = [a for a, c in zip(p_leaves, carried[n_y:]) if c]
     if forward:                               # the sensitivity equations, with the solution
-        from . import numpy as anp
         tangents = [a.tangent for a, c in zip(leaves, carried) if c]
         chosen = [a for a, c in zip(primals, carried) if c]
         nb = anp._nbatch(tangents[0], chosen[0])
@@ -895,7 +890,6 @@ class _Adjoint(_Augmented):
     __slots__ = ()
 
     def __call__(self, z, tt, p, ch):
-        from .operators import vjp
         y, a, _ = z
         fy, pull = vjp(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), y, *ch)
         cts = pull(a)
@@ -1059,8 +1053,6 @@ class _StagedField:
         return self.fn(*args)
 
     def vector_field(self, y0, params, t0, varying=False):
-        from . import numpy as anp
-        from .staging import stage
         v0, unravel = _ravel(y0, "odeint")
         p_leaves, p_tree = flatten(tuple(params))
         y_leaves, y_tree = flatten(y0)

@@ -33,6 +33,8 @@ from .lifting import Primitive, _array_route, lift1, lift2
 from . import primitives as P
 from .structures import flatten
 from .values import Perturbed, _live, escaped, primal_value
+from . import registry
+from .numpy._dispatch import ARRAY_METHODS, SCALAR_METHODS
 
 
 class Jet(Perturbed):
@@ -545,7 +547,6 @@ _NUMPY_NAMES = {'recip': 'reciprocal'}
 
 
 def _install_unary():
-    from . import registry
     numpy_name = {prim.name: f"numpy.{fn.__name__}" for prim, fn in registry.ELEMENTWISE}
     for name, fn in _UNARY.items():
         RULES[name] = _unary(fn)
@@ -561,7 +562,6 @@ _install_unary()
 def _operators():
     """Scalar jets: the operators through the scalar primitives (``lift2`` hands them to
     ``TAYLOR``, which sends arrays to nestad.numpy); array jets: numpy's methods."""
-    from .numpy._dispatch import ARRAY_METHODS, SCALAR_METHODS
     for name, prim in (('add', P.ADD), ('sub', P.SUB), ('mul', P.MUL), ('truediv', P.DIV),
                        ('mod', P.MOD)):
         setattr(Jet, f'__{name}__', lambda s, o, _p=prim: lift2(_p, s, o))

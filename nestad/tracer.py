@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from .errors import InvalidInputError, NestadError
+from .values import Perturbed
 
 
 class StagingError(NestadError, TypeError):
@@ -345,7 +346,7 @@ class Tracer(_TracerBase):
     def __bool__(self):
         if self.var.dtype == bool:
             return guard(self)
-        return guard(_comparisons()['ne'](self, 0))
+        return guard(COMPARISONS['ne'](self, 0))
 
     def __lt__(self, other):
         return _compare('lt', self, other)
@@ -454,16 +455,15 @@ def user_site():
     return "?"
 
 
-def _comparisons():
-    from .primitives import COMPARISONS
-    return COMPARISONS
+# The scalar comparison primitives, by name ('lt', 'ne'...): filled by nestad.primitives,
+# which defines them on this module's tracers.
+COMPARISONS = {}
 
 
 def _compare(cmp, x, y):
-    from .values import Perturbed
     if isinstance(y, Perturbed):
         return NotImplemented         # the Perturbed side answers (on primal values)
-    return _comparisons()[cmp](x, y)  # a traced bool (a traced bool array against an array)
+    return COMPARISONS[cmp](x, y)  # a traced bool (a traced bool array against an array)
 
 
 def apply_traced(op, args, params):
@@ -522,7 +522,6 @@ def record_numpy_call(func, args, kwargs):
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    from .values import Perturbed
     if any(isinstance(x, Perturbed) for x in inputs):
         return NotImplemented             # the perturbed argument's protocol answers
     if kwargs.get('out') is not None:
@@ -545,7 +544,6 @@ def producer(x):
 
 
 def _array_function(self, func, types, args, kwargs):
-    from .values import Perturbed
     if any(issubclass(t, Perturbed) for t in types):
         return NotImplemented
     return record_numpy_call(func, args, kwargs)

@@ -7,20 +7,21 @@ primitives: the input's windows gathered (``take`` of an index matrix per convol
 axis, after ``pad`` for the full output) and contracted with the flipped kernel by
 ``einsum``.  A convolution is bilinear, so its JVP in one argument is the convolution
 of the tangent with the other argument, and its VJP in one argument is the pullback of
-that linear map (taken by ``vjp`` at zero: the map does not depend on the point); both
+that linear map (a reverse run at zero: the map does not depend on the point); both
 are written with differentiable functions, so they differentiate in turn.
 """
 import string
 
 import numpy as np
 
+from ..arrays import ArrayPrimitive, apply
+from ..extraction import run_vjp
 from ._contract import einsum
 from ._indexing import getitem
+from ._joining import one_tangent_at_a_time
 from ._kernel import _as_operand, _ndim, _shape
 from ._plumbing import reshape, transpose
 from ._shapes import pad, take
-from ..extend import primitive
-from .. import registry
 
 __all__ = ['convolve', 'correlate']
 
@@ -89,21 +90,27 @@ def convolution(a, b, axes, dot_axes, mode, same_start):
 def bilinear(name, plain, composite):
     """A primitive of two arguments with ``plain``'s value, bilinear, with rules from
     ``composite`` (the same function made of differentiable primitives); keyword
-    arguments are parameters of both."""
+    arguments are parameters of both.  ``name`` is its qualified name."""
+    def tangent(k):
+        def jvp(t, a, b, out, **params):
+            return composite(t, b, **params) if k == 0 else composite(a, t, **params)
+        return one_tangent_at_a_time(jvp, k)     # (composite's axes count from the left)
+
     def pullback(k):
         def vjp(g, a, b, out, **params):
-            from ..operators import vjp           # (operators imports nestad.numpy)
-            zero = np.zeros(_shape((a, b)[k]))
+            zero = np.zeros(_shape((a, b)[k]))   # (the map is linear: any point will do)
             if k == 0:
-                return vjp(lambda x: composite(x, b, **params), zero)[1](g)[0]
-            return vjp(lambda x: composite(a, x, **params), zero)[1](g)[0]
+                return run_vjp(lambda x: composite(x, b, **params), zero, g)
+            return run_vjp(lambda x: composite(a, x, **params), zero, g)
         return vjp
-    prim = primitive(plain, name=name)
-    prim.defjvp(lambda t, a, b, out, **params: composite(t, b, **params),
-                lambda t, a, b, out, **params: composite(a, t, **params))
-    prim.defvjp(pullback(0), pullback(1))
-    registry.USER.discard(name)                 # nestad's own: a row in tests/test_registry.py
-    return prim
+    prim = ArrayPrimitive(name, plain, (tangent(0), tangent(1)), (pullback(0), pullback(1)),
+                          namespace=None)
+
+    def lifted(*args, **params):
+        return apply(prim, args, params)
+    lifted.__name__ = name.rsplit('.', 1)[-1]
+    prim.lifted = lifted
+    return lifted
 
 
 # ---------------------------------------------------------------- numpy's, of 1-d arrays

@@ -3,6 +3,7 @@ and casts (``astype``, ``copy``).  Under batch axes, a rule moves them to the en
 no index can touch or displace them (``_batch_last``)."""
 import numpy as _np
 
+from .. import arrays as _arrays
 from ..arrays import is_array
 from ..errors import InvalidInputError
 from ..tracer import StagingError as _StagingError, _refuse_concrete, is_tracer
@@ -216,3 +217,6 @@ def astype(x, dtype, copy=True):
             "are real). Keep a float dtype, or use nestad.primal_value(x).astype(...) if you want "
             "the values without the derivative.")
     return _cast(x, dtype)
+
+
+_arrays.CAST[0] = astype      # (a rule's tangent in its output's dtype: nestad.arrays)

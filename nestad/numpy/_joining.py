@@ -9,7 +9,7 @@ from ..values import Perturbed
 from . import _kernel
 from ._kernel import _as_operand, _define, _nbatch, _ndim, _shape
 from ._indexing import _getitem
-from ._plumbing import atleast_1d, atleast_2d, expand_dims, ravel
+from ._plumbing import atleast_1d, atleast_2d, expand_dims, ravel, reshape
 
 
 # ---------------------------------------------------------------- joining
@@ -81,3 +81,20 @@ def _holds_perturbed(obj):
     """Does a (nested) list hold nestad numbers, perturbed or traced (staged code)?"""
     return builtins.any(_holds_perturbed(o) if isinstance(o, (list, tuple))
                         else isinstance(o, Perturbed) or is_tracer(o) for o in obj)
+
+
+def one_tangent_at_a_time(rule, i):
+    """A JVP rule for argument i that takes one tangent (its axes counted from the left),
+    applied to each tangent of a batch in turn and the results stacked."""
+    def jvp(t, *xs, out, **params):
+        shape = _shape(xs[i])
+        batch = _shape(t)[:len(_shape(t)) - len(shape)]
+        if not batch:
+            return rule(t, *xs, out=out, **params)
+        count = int(_np.prod(batch))
+        if count == 0:                 # no direction: an empty batch of tangents
+            return _np.zeros(batch + _shape(out))
+        flat = reshape(t, (count,) + shape)
+        terms = [rule(flat[k], *xs, out=out, **params) for k in range(count)]
+        return reshape(stack(terms), batch + _shape(out))
+    return jvp

@@ -18,6 +18,8 @@ from ..errors import InvalidInputError
 from ..values import primal_value
 from ._spectral import eig, eigh, eigvals, eigvalsh, svd, svdvals  # noqa: F401
 from ._spectral import _carries, _from_triangle, _plain, _to_triangle
+from ._spectral import _TIE
+from ..extraction import run_jvp, run_vjp
 
 
 # ---------------------------------------------------------------- norm
@@ -239,7 +241,6 @@ def _pinv_kept(a, hermitian, tol):
     """numpy's cut-off: (mask of the singular values pinv keeps, True if it drops one
     that is not zero to rounding).  Then pinv(a) is the pseudo-inverse of the truncation
     A_k = U S_k V^T, not of a, and the derivative is that of pinv(A_k(a))."""
-    from ._spectral import _TIE
     s = _np.linalg.svd(primal_value(a), compute_uv=False, hermitian=hermitian)
     rcond, rtol = tol.get('rcond'), tol.get('rtol', _np._NoValue)
     if rcond is None:
@@ -259,40 +260,13 @@ def _truncation(a, keep, hermitian):
     return _products.matmul(u * _plumbing.expand_dims(s * keep, -2), vh)
 
 
-def _truncation_jvp(a, t, keep, hermitian):
-    """(A_k, its tangent along t), by a forward run of its own (t may be batched)."""
-    from .. import perturbation
-    from ..arrays import make_bundle
-    from ..extraction import primal_of, tangent_of
-    tag = perturbation.fresh()
-    try:
-        y = _truncation(make_bundle(tag, a, t), keep, hermitian)
-        return primal_of(tag, y), tangent_of(tag, y)
-    finally:
-        perturbation.retire(tag)
-
-
-def _truncation_vjp(a, g, keep, hermitian):
-    """The cotangent of a for a cotangent g of A_k, by a reverse run of its own."""
-    from .. import perturbation
-    from ..arrays import make_cell
-    from ..reverse import backpropagate
-    tag = perturbation.fresh()
-    try:
-        cell = make_cell(tag, a, ())
-        sens = backpropagate((_truncation(cell, keep, hermitian),), (g,), tag)
-        return sens[cell.id] if cell.id in sens else _np.zeros(_kernel._shape(a))
-    finally:
-        perturbation.retire(tag)
-
-
 def _pinv_jvp(t, a, out, hermitian, **tol):
     # d A+ = -A+ dA A+ + A+ A+^T dA^T (I - A A+) + (I - A+ A) dA^T A+^T A+, where the rank of
     # A is locally constant (Golub and Pereyra 1973); with A_k for A where the cut-off
     # drops singular values that are not zero (A+ is then A_k's pseudo-inverse)
     keep, truncated = _pinv_kept(a, hermitian, tol)
     if truncated:
-        a, t = _truncation_jvp(a, t, keep, hermitian)
+        a, t = run_jvp(lambda x: _truncation(x, keep, hermitian), a, t)
     elif hermitian:                                    # numpy reads the lower triangle
         t, a = _from_triangle(t, True), _from_triangle(a, True)
     m, n = _kernel._shape(a)[-2:]
@@ -319,7 +293,7 @@ def _pinv_vjp(g, a, out, hermitian, **tol):
           + _products.matmul(p_out, _products.matmul(gT, _products.matmul(out, _mT(out))))
           + _products.matmul(_products.matmul(_mT(out), out), _products.matmul(gT, p_in)))
     if truncated:
-        return _truncation_vjp(a0, ga, keep, hermitian)
+        return run_vjp(lambda x: _truncation(x, keep, hermitian), a0, ga)
     return _to_triangle(ga, True) if hermitian else ga
 
 

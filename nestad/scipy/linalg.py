@@ -18,6 +18,7 @@ from ..extend import _positional_names, primitive
 from ..numpy.linalg import det, inv, norm, pinv, solve  # noqa: F401
 from ..values import primal_value
 from .special import _own
+from ..operators import jvp, vjp
 
 __all__ = ['expm', 'sqrtm', 'solve_sylvester', 'solve_triangular', 'solve_banded',
            'cho_factor', 'cho_solve', 'det', 'inv', 'norm', 'pinv', 'solve']
@@ -31,7 +32,6 @@ def _rules_of(name, plain, composite):
     """A primitive with ``plain``'s value (scipy's) and the derivatives of ``composite``
     (the same function made of differentiable ones), by jvp and vjp of it: its value
     differs from scipy's in the last bits, its derivatives are the ones wanted."""
-    from ..operators import jvp, vjp
     fn = primitive(plain, name=f"scipy.linalg.{name}")
     n = len(_positional_names(plain))
 

@@ -21,6 +21,7 @@ from ..extend import primitive
 from ..primitives import recip, sqrt
 from ..tracer import is_tracer
 from ..values import Perturbed, primal_value
+from ..numpy import _dispatch
 
 
 def _own(fn):
@@ -320,7 +321,6 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 def _install_dispatch():
     """scipy.special's own ufuncs on nestad values come here, by name."""
-    from ..numpy import _dispatch
     for name, fn in list(globals().items()):
         target = getattr(_sp, name, None)
         if isinstance(target, np.ufunc) and callable(fn) and not name.startswith('_'):

@@ -26,6 +26,8 @@ Programs as traced keep their scatters and adds (transforms read the primitives'
 import numpy as np
 
 from ..tracer import Eqn, Var
+from ..registry import PRIMITIVES
+from .program import Program
 
 
 class ScatterSum:
@@ -100,7 +102,6 @@ def is_basic(index):
 
 
 def _ops():
-    from ..registry import PRIMITIVES
     return PRIMITIVES.get('numpy.scatter_add'), PRIMITIVES.get('numpy.add')
 
 
@@ -210,7 +211,6 @@ def _as_index(region):
 def accumulate_scatters(program):
     """A copy of ``program`` with the rewrite applied (the code generator applies it to
     every program and loop body it writes)."""
-    from .program import Program
     keep = [o for o in program.outputs if isinstance(o, Var)]
     p = Program(program.inputs, rewrite(program.eqns, keep), program.outputs,
                 program.in_tree, program.out_tree, program.static, program.names,

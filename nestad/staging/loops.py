@@ -46,6 +46,11 @@ from ..errors import InvalidInputError
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Var, active, is_tracer, resolve
 from ..values import Perturbed, primal_value
+from .. import numpy as anp
+from ..numpy import sum_to
+from .codegen import compile_python
+from .program import Program
+from ..operators import vjp
 
 # The forward-direction rule below this many input scalars (see the module docstring;
 # measured in benchmarks/loops.py).
@@ -91,7 +96,6 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
 
 def _place_rule(g, out, start, size, total):
     """Output leaf's cotangent ``g`` placed at its segment of the hub's."""
-    from .. import numpy as anp
     return anp.at(np.zeros(total))[start:start + size].set(anp.reshape(g, (size,)))
 
 
@@ -106,7 +110,6 @@ class _Backward:
     one, in reverse over forward) are alive; the reverse phase comes after they end."""
 
     def __init__(self, body_f, primals, slots, shapes, offsets, trips, stacks):
-        from ..operators import vjp
         from .control import _float_dtype, _like, _sub_program
         self.primals, self.slots, self.shapes, self.offsets = primals, slots, shapes, offsets
         self.trips, self.last = trips, None
@@ -133,7 +136,6 @@ class _Backward:
     def cotangents(self, g):
         if self.last is not None and self.last[0] is g:
             return self.last[1]
-        from .. import numpy as anp
         from .control import _in_dtype_of, _loop
         g0 = []
         for j, k in enumerate(self.slots):
@@ -202,7 +204,6 @@ ROW_SET = ArrayPrimitive('loop_row_set', _row_set_plain, jvps=(
 
 
 def _sum_to(x, shape):
-    from ..numpy import sum_to
     return sum_to(x, shape)
 
 
@@ -325,8 +326,6 @@ def emit_stash(em, eqn, indent):
 
 def _compile(cond, body, n, nc, vary, nargs):
     """A Python function running the loop with stored iterates on plain values."""
-    from .codegen import compile_python
-    from .program import Program
     ins = [Var((), None, True) for _ in range(nargs)]
     nout = n + 1 + len(vary)
     outs = tuple(Var((), None, True) for _ in range(nout))

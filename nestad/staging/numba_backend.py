@@ -19,6 +19,9 @@ import warnings
 import numpy as np
 
 from ..errors import InvalidInputError
+from .program import Program
+from ..primitives import _pow_plain, _real_pow
+from .program import GuardFailure
 
 
 class NumbaFallbackWarning(UserWarning):
@@ -29,7 +32,6 @@ def _narrow_float(program):
     """True if a value of the program (its loops' included) is a float narrower than
     float64: numba types float32 times a Python float as float64, numpy (NEP 50) as
     float32, so numba's numbers would not be the Python backend's."""
-    from .program import Program
     for v in program.inputs:
         if getattr(v, 'dtype', None) is not None and v.dtype.kind == 'f' and v.dtype.itemsize < 8:
             return True
@@ -211,7 +213,6 @@ def _teach(numba):
         from numba.core import types
         from numba.extending import overload
 
-        from ..primitives import _pow_plain, _real_pow
 
         def pow_ieee(x, y):
             x, y = float(x), float(y)
@@ -519,7 +520,7 @@ def compile_numba(fn, source, program):
         for name, value in list(glb.items()):
             if name.startswith('_p_') and callable(value) and value not in taught:
                 m = _PRIMITIVE.match(name)
-                array = m and getattr(value, '__module__', None) == 'nestad.numpy' and \
+                array = m and getattr(value, '__module__', '').startswith('nestad.numpy.') and \
                     _ARRAY_PLAINS.get(m.group(1))
                 # (``value.numba``: a version that raises where numba's arithmetic
                 # would not give Python's answer, so that the call reruns as Python)
@@ -532,7 +533,6 @@ def compile_numba(fn, source, program):
             warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)
             jitted(*program.example)    # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
-        from .program import GuardFailure
         if isinstance(e, GuardFailure):
             raise
         warnings.warn(f"numba could not compile a staged program ({_complaint(e)}); it runs "

@@ -15,6 +15,9 @@ import numpy as np
 from ..errors import InvalidInputError, NestadError
 from ..tracer import GUARD, RAISES, Eqn, Var, _aval, _const_key, _param_key, active
 from ..structures import flatten, leaf_paths
+from ..tracer import _NUMPY_CALLS
+from ..tracer import is_tracer
+from .randomness import draw
 
 
 class GuardFailure(NestadError):
@@ -51,7 +54,6 @@ class NumpyCall:
 
 def numpy_call(func):
     """The op of recorded calls of numpy function ``func`` (one per function)."""
-    from ..tracer import _NUMPY_CALLS
     op = _NUMPY_CALLS.get(func)
     if op is None:
         op = _NUMPY_CALLS[func] = NumpyCall(func)
@@ -127,7 +129,6 @@ class Program:
                 raise InvalidInputError(_mismatch(var, x, k, args, kwargs, self.params))
             flat.append(x)
         if self.draws:
-            from .randomness import draw
             flat.extend(draw(generators, self.draws))
         return flat
 
@@ -302,7 +303,6 @@ def _same_static(a, b):
 
 
 def _check_guard(value, params, index):
-    from ..tracer import is_tracer
     if is_tracer(value):                  # evaluating into another trace: keep the guard
         value.trace.eqns.append(Eqn(GUARD, (value.var,), params, ()))
     elif bool(value) != params['expect']:

@@ -36,6 +36,7 @@ from .codegen import compile_python
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
+from .numba_backend import compile_numba
 
 BACKENDS = ('python', 'numba')
 CACHE_SIZE = 64           # programs a staged function keeps in all (least recently used go)
@@ -86,7 +87,6 @@ class Compiled:
     def compile(self):
         self.fn, self.source = compile_python(self.program, "staged")
         if self.backend == "numba":
-            from .numba_backend import compile_numba
             self.fn = compile_numba(self.fn, self.source, self.program)
 
     def __call__(self, dyn):
