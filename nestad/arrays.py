@@ -172,12 +172,11 @@ class PerArgument:
 
 
 class ArrayPrimitive:
-    """A numpy operation and its derivative rules.  ``emit`` is the Python expression
-    staged code uses for it (``'np.sin({0})'``, params by name: ``'{axis}'``); None
-    calls ``plain``."""
-    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'emit', 'user', 'qualname')
+    """A numpy operation and its derivative rules (staged code spells it as
+    nestad.staging.lowering says)."""
+    __slots__ = ('name', 'plain', 'jvps', 'vjps', 'jvp_joint', 'lifted', 'user', 'qualname')
 
-    def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None, emit=None,
+    def __init__(self, name, plain, jvps=None, vjps=None, jvp_joint=None,
                  namespace='numpy', user=False):
         self.name = name
         self.plain = plain            # numpy implementation on plain values
@@ -185,7 +184,6 @@ class ArrayPrimitive:
         self.vjps = vjps              # per argument: vjp(g, *primals, out, **params)
         self.jvp_joint = jvp_joint    # or one jvp(tangents, *primals, out, **params), None = constant
         self.lifted = None
-        self.emit = emit
         self.user = user              # users' primitives may take any other arguments (labels...)
         self.qualname = name if namespace is None else f"{namespace}.{name}"
         registry.register(self, self.qualname, user)

@@ -50,18 +50,16 @@ class Primitive:
     """A differentiable operation on scalars and its rule.
 
     ``partials`` is None for a piecewise-constant operation (floor, comparisons):
-    its derivative is zero and its result carries no perturbation.  ``emit`` is the
-    Python expression staged code uses for it (``'{0} + {1}'``, ``'math.sin({0})'``);
-    None calls ``plain``."""
+    its derivative is zero and its result carries no perturbation.  How staged code
+    spells it is nestad.staging.lowering's."""
 
-    __slots__ = ('name', 'plain', 'partials', 'lifted', 'emit', 'qualname')
+    __slots__ = ('name', 'plain', 'partials', 'lifted', 'qualname')
 
-    def __init__(self, name, plain, partials, lifted=None, emit=None):
+    def __init__(self, name, plain, partials, lifted=None):
         self.name = name
         self.plain = plain          # implementation on plain numbers
         self.partials = partials    # tuple of partial(*primals, out), one per argument
         self.lifted = lifted        # the public function, used to recurse on primals
-        self.emit = emit
         registry.register(self, name)
 
     def __reduce__(self):             # (by name: rules are closures)

@@ -43,6 +43,7 @@ def _ieee1(fn, npfn):
             with np.errstate(all='ignore'):
                 return _float(npfn(_float(x)))
     plain.__name__ = fn.__name__
+    plain.__wrapped__ = fn          # (staged code calls fn: nestad.staging.lowering)
     return plain
 
 
@@ -53,10 +54,7 @@ def unary(name, fn, npfn, partial, export=True):
     primitive is then elementwise, and nestad.numpy makes its array version from the same
     rule (see nestad.registry)."""
     plain = _ieee1(fn, npfn) if npfn is not None else fn
-    # Staged code calls math's function (fast); where it raises, the staged call falls
-    # back to ``plain`` for the IEEE answer.
-    emit = f"math.{fn.__name__}({{0}})" if getattr(math, fn.__name__, None) is fn else None
-    prim = Primitive(name, plain, (partial,), emit=emit)
+    prim = Primitive(name, plain, (partial,))
 
     def public(x):
         if x.__class__ is _float:
@@ -76,10 +74,10 @@ def unary(name, fn, npfn, partial, export=True):
     return public, prim
 
 
-def binary(name, plain, dx, dy, emit=None, numpy=None):
+def binary(name, plain, dx, dy, numpy=None):
     """Define a two-argument primitive with rules dx(x, y, out) and dy(x, y, out);
     ``numpy`` is the numpy function it mirrors elementwise, if any (as for ``unary``)."""
-    prim = Primitive(name, plain, (dx, dy), emit=emit)
+    prim = Primitive(name, plain, (dx, dy))
 
     def public(x, y):
         return lift2(prim, x, y)
@@ -93,10 +91,10 @@ def binary(name, plain, dx, dy, emit=None, numpy=None):
     return public, prim
 
 
-def constant(name, plain, emit=None):
+def constant(name, plain):
     """A piecewise-constant operation (floor, sign, comparisons): its derivative is zero,
     so it is applied to primal values and its result carries no perturbation."""
-    prim = Primitive(name, plain, None, emit=emit)
+    prim = Primitive(name, plain, None)
 
     def public(*args):
         args = [primal_value(a) for a in args]
@@ -122,7 +120,6 @@ def _recip_plain(x):
 
 # recip: 1/x, IEEE at zero so that rules like d log = recip(x) give inf, not an exception.
 recip, RECIP = unary('recip', _recip_plain, None, lambda x, out: -(out * out), export=False)
-RECIP.emit = '1.0 / {0}'
 
 
 def _sign_plain(v):
@@ -132,14 +129,13 @@ def _sign_plain(v):
 _sign = constant('sign', _sign_plain)
 
 # Logic on bools (traced bools combine like numpy's: ~ is logical not).
-LOGIC = {name: constant(name, fn, emit=emit) for name, fn, emit in (
-    ('and', operator.and_, '{0} & {1}'), ('or', operator.or_, '{0} | {1}'),
-    ('xor', operator.xor, '{0} ^ {1}'), ('not', operator.not_, '(not {0})'))}
+LOGIC = {name: constant(name, fn) for name, fn in (
+    ('and', operator.and_), ('or', operator.or_), ('xor', operator.xor), ('not', operator.not_))}
 
 # Comparisons as values (a staged program records them; guards assert their outcome).
-COMPARISONS = {name: constant(name, fn, emit='{0} %s {1}' % sym) for name, fn, sym in (
-    ('lt', operator.lt, '<'), ('le', operator.le, '<='), ('gt', operator.gt, '>'),
-    ('ge', operator.ge, '>='), ('eq', operator.eq, '=='), ('ne', operator.ne, '!='))}
+COMPARISONS = {name: constant(name, fn) for name, fn in (
+    ('lt', operator.lt), ('le', operator.le), ('gt', operator.gt),
+    ('ge', operator.ge), ('eq', operator.eq), ('ne', operator.ne))}
 _tracer.COMPARISONS.update(COMPARISONS)
 
 
@@ -219,7 +215,6 @@ def _scipy_route(name):
 ARRAY_ROUTES['erf'], ARRAY_ROUTES['erfc'] = _scipy_route('erf'), _scipy_route('erfc')
 
 abs_, ABS = unary('abs', abs, None, lambda x, out: _sign(x))
-ABS.emit = 'abs({0})'
 
 
 # floor/ceil of a float keep the sign of a zero result, as numpy's do (ceil(-0.5) == -0.0).
@@ -296,7 +291,7 @@ def _over_squared_norm(n, x, y):
 atan2, ATAN2 = binary('atan2', _atan2_plain,
                       lambda y, x, out: _over_squared_norm(x, x, y),
                       lambda y, x, out: _over_squared_norm(-y, x, y),
-                      emit='math.atan2({0}, {1})', numpy=np.arctan2)
+                      numpy=np.arctan2)
 
 
 def _hypot_plain(x, y):
@@ -318,7 +313,7 @@ def _over_hypot(x, y, out):
 hypot, HYPOT = binary('hypot', _hypot_plain,
                       lambda x, y, out: _over_hypot(x, y, out),
                       lambda x, y, out: _over_hypot(y, x, out),
-                      emit='math.hypot({0}, {1})', numpy=np.hypot)
+                      numpy=np.hypot)
 
 
 def _tie_split_plain(a, b):
@@ -387,7 +382,7 @@ class _Select(Primitive):
         return TapeCell(top, next_id(), where(c, xp, yp), partials)
 
 
-SELECT = _Select('select', _select_plain, None, _select_plain, '({1} if {0} else {2})')
+SELECT = _Select('select', _select_plain, None, _select_plain)
 
 
 def where(condition, x, y):
@@ -433,17 +428,15 @@ def _mod(x, y):
     return x % y
 
 
-ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add, '{0} + {1}')
-SUB = Primitive('sub', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub, '{0} - {1}')
-MUL = Primitive('mul', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul, '{0} * {1}')
-DIV = Primitive('div', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div,
-                '{0} / {1}')
+ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add)
+SUB = Primitive('sub', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub)
+MUL = Primitive('mul', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul)
+DIV = Primitive('div', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div)
 # x % y == x - y * floor(x / y): the floor is locally constant.
-MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod,
-                '{0} % {1}')
-NEG = Primitive('neg', operator.neg, (lambda x, out: -1.0,), operator.neg, '-{0}')
+MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod)
+NEG = Primitive('neg', operator.neg, (lambda x, out: -1.0,), operator.neg)
 
-_floordiv_const = constant('floordiv', operator.floordiv, '{0} // {1}')
+_floordiv_const = constant('floordiv', operator.floordiv)
 
 
 def _floordiv(x, y):

@@ -97,11 +97,10 @@ def _flat(x):
 class _SolverCall:
     """A solver run on plain values, as staged code calls it; ``lifted`` is the solver
     with its derivative rule, for the program transformations."""
-    __slots__ = ('name', 'plain', 'lifted', 'emit', 'jvps', 'vjps', 'jvp_joint', 'user')
+    __slots__ = ('name', 'plain', 'lifted', 'jvps', 'vjps', 'jvp_joint', 'user')
 
     def __init__(self, name, plain, lifted):
-        self.name, self.plain, self.lifted, self.emit, self.user = \
-            f"nestad.{name}", plain, lifted, None, True
+        self.name, self.plain, self.lifted, self.user = f"nestad.{name}", plain, lifted, True
         self.jvps = self.vjps = self.jvp_joint = None
 
     def __repr__(self):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..structures import _LEAF, flatten
 from ..tracer import GUARD, Var
+from . import lowering
 from .accumulate import is_basic, rewrite as accumulate, subscript
 from .program import GuardFailure, NumpyCall
 
@@ -25,9 +26,10 @@ _SIMPLE_LITERALS = (bool, int, str, type(None))
 
 
 class _Emitter:
-    def __init__(self, safe=False):
+    def __init__(self, safe=False, backend='python'):
         self.safe = safe        # spell nothing with a function that raises where IEEE answers
-        self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure}
+        self.spellings, names = lowering.spellings(backend)
+        self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure, **names}
         self.names = {}
         self.lines = []
         self.count = 0
@@ -78,10 +80,11 @@ class _Emitter:
             fn = 'np.' + fn[len('numpy.'):] if fn.startswith('numpy.') else fn
             return f"{fn}({', '.join(parts)})"
         params = {k: self.const(v) for k, v in eqn.params.items()}
-        if op.emit is not None and not (self.safe and _may_raise(op.emit)):
-            if '[{index}]' in op.emit and is_basic(eqn.params['index']):
+        spelling = self.spellings.get(getattr(op, 'qualname', None))
+        if spelling is not None and not (self.safe and _may_raise(spelling)):
+            if isinstance(spelling, str) and '[{index}]' in spelling and is_basic(eqn.params['index']):
                 params['index'] = subscript(eqn.params['index'], self)     # x[1:]
-            return op.emit.format(*args, **params)
+            return lowering.spell(spelling, args, params)
         # (a user primitive's name may hold any characters: 'f.<locals>.g')
         fn = self.bind(op.plain, "p_" + re.sub(r'\W', '_', op.name) + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
@@ -179,18 +182,20 @@ def _is_flat_sequence(tree):
         tree.unflatten is not None and tree.aux is None
 
 
-def _may_raise(emit):
+def _may_raise(spelling):
     """math's functions and 1/x raise where nestad's plain implementations give IEEE 754's
     inf or nan (operators raise only where eager Python code raises too)."""
-    return 'math.' in emit or emit.startswith('1.0 /')
+    return not isinstance(spelling, str) or 'math.' in spelling or spelling.startswith('1.0 /')
 
 
-def python_source(program, name="staged", safe=False, glb=None):
-    """(source, globals) of a Python function computing ``program`` on its flat inputs;
-    ``safe`` spells every scalar primitive that could raise by its IEEE implementation.
-    ``glb``: the globals dict to bind names in (shared by two functions of one module)."""
-    em = _Emitter(safe)
+def python_source(program, name="staged", safe=False, glb=None, backend='python'):
+    """(source, globals) of a Python function computing ``program`` on its flat inputs,
+    spelled with ``backend``'s lowering table (nestad.staging.lowering); ``safe`` spells
+    every scalar primitive that could raise by its IEEE implementation.  ``glb``: the
+    globals dict to bind names in (shared by two functions of one module)."""
+    em = _Emitter(safe, backend)
     if glb is not None:
+        glb.update((k, v) for k, v in em.globals.items() if k not in glb)
         em.globals = glb
     params = []
     for v, n in zip(program.inputs, program.names):
@@ -206,8 +211,8 @@ def python_source(program, name="staged", safe=False, glb=None):
     return src, em.globals
 
 
-def compile_python(program, name="staged", safe=False):
-    src, glb = python_source(program, name, safe)
+def compile_python(program, name="staged", safe=False, backend='python'):
+    src, glb = python_source(program, name, safe, backend=backend)
     code = compile(src, f"<nestad staged {name}>", "exec")
     exec(code, glb)
     return glb[name], src

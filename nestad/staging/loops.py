@@ -188,7 +188,7 @@ _ROW_RULES = dict(jvps=(lambda t, s, i, out, axis=0: row(t, i, axis + _nb(t, s))
                         _no_index_derivative),
                   vjps=(lambda g, s, i, out, axis=0: row_set(
                       _zeros(np.shape(primal_value(s)), g), i, g, axis), _no_index_derivative))
-ROW = ArrayPrimitive('loop_row', _row_plain, emit='{0}[{1}]', namespace='nestad.loops',
+ROW = ArrayPrimitive('loop_row', _row_plain, namespace='nestad.loops',
                      **_ROW_RULES)
 ROW_AT = ArrayPrimitive('loop_row_at', _row_plain, namespace='nestad.loops', **_ROW_RULES)
 ROW_SET = ArrayPrimitive('loop_row_set', _row_set_plain, jvps=(
@@ -244,7 +244,6 @@ class StashLoop:
     slots ``vary``.  ``args``: the state (``n`` leaves), the condition's ``nc``
     captured values, the body's."""
     name = 'while_stash'
-    emit = None
 
     def plain(self, *args, cond, body, n, nc, vary):
         fast = body._compiled.get('stash')

@@ -1,32 +1,94 @@
-"""How staged code spells nestad.numpy's primitives (nestad.staging.codegen); the others
-are called through their plain implementation."""
-import numpy as _np
+"""Lowering tables: how each backend spells a primitive in generated code.
+
+A table maps a primitive's qualified name (``'sin'``, ``'numpy.sum'``) to its spelling:
+a format string of the arguments' code (``{0}``, ``{1}``...) and the parameters' (by
+name: ``{axis}``), or a function ``spell(args, params)`` of those (lists of code) that
+returns the expression.  ``PYTHON`` is every backend's fallback; a backend's own table
+overrides it where the backend needs another spelling; a primitive found in neither is
+called through its plain implementation (``codegen``).
+
+Adding a backend is a table and a registration: ``register(name, table, names)``, where
+``names`` are the globals its spellings use, bound in the generated module.  Then
+``codegen.python_source(program, backend=name)`` spells the program with it.
+
+Scalar code calls ``math`` (fast; where it raises, ``stage`` reruns the call with the
+IEEE implementations: ``safe``), and the arithmetic operators.  Array code calls numpy's
+functions, not its operators: on two Python floats an operator gives a Python float, which
+numpy does not promote a float32 array with (numpy.multiply gives a float64 scalar, as
+eager nestad.numpy does), and ``/`` raises where numpy.true_divide gives inf.
+"""
+import math
+
+import numpy as np
 
 from .. import numpy as _numpy  # noqa: F401  (its primitives, registered)
-from .. import registry as _registry
+from .. import primitives as _primitives  # noqa: F401
+from .. import registry
 
-
-# Elementwise ufuncs are spelled np.<name>.
-# (numpy's functions, not operators: on two Python floats an operator gives a Python float,
-# which numpy does not promote a float32 array with, numpy.multiply a float64 scalar, as
-# eager nestad.numpy gives; and / raises where numpy.true_divide gives inf)
-_EXPRESSIONS = {
-    'add': 'np.add({0}, {1})', 'subtract': 'np.subtract({0}, {1})',
-    'multiply': 'np.multiply({0}, {1})', 'divide': 'np.true_divide({0}, {1})',
-    'matmul': '{0} @ {1}', 'getitem': '{0}[{index}]', 'where': 'np.where({0}, {1}, {2})',
-    'sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
-    'prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
-    'max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
-    'min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
-    'reshape': 'np.reshape({0}, {shape})', 'transpose': 'np.transpose({0}, {axes})',
-    'broadcast_to': 'np.broadcast_to({0}, {shape})',
+PYTHON = {
+    # scalar arithmetic, comparisons and logic (nestad.primitives)
+    'add': '{0} + {1}', 'sub': '{0} - {1}', 'mul': '{0} * {1}', 'div': '{0} / {1}',
+    'mod': '{0} % {1}', 'neg': '-{0}', 'floordiv': '{0} // {1}', 'recip': '1.0 / {0}',
+    'abs': 'abs({0})', 'select': '({1} if {0} else {2})',
+    'lt': '{0} < {1}', 'le': '{0} <= {1}', 'gt': '{0} > {1}', 'ge': '{0} >= {1}',
+    'eq': '{0} == {1}', 'ne': '{0} != {1}',
+    'and': '{0} & {1}', 'or': '{0} | {1}', 'xor': '{0} ^ {1}', 'not': '(not {0})',
+    'atan2': 'math.atan2({0}, {1})', 'hypot': 'math.hypot({0}, {1})',
+    # arrays (nestad.numpy)
+    'numpy.add': 'np.add({0}, {1})', 'numpy.subtract': 'np.subtract({0}, {1})',
+    'numpy.multiply': 'np.multiply({0}, {1})', 'numpy.divide': 'np.true_divide({0}, {1})',
+    'numpy.matmul': '{0} @ {1}', 'numpy.getitem': '{0}[{index}]',
+    'numpy.where': 'np.where({0}, {1}, {2})',
+    'numpy.sum': 'np.sum({0}, axis={axis}, keepdims={keepdims})',
+    'numpy.prod': 'np.prod({0}, axis={axis}, keepdims={keepdims})',
+    'numpy.max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
+    'numpy.min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
+    'numpy.reshape': 'np.reshape({0}, {shape})', 'numpy.transpose': 'np.transpose({0}, {axes})',
+    'numpy.broadcast_to': 'np.broadcast_to({0}, {shape})',
+    # staged loops (nestad.staging.loops)
+    'nestad.loops.loop_row': '{0}[{1}]',
 }
-for _qualname, _prim in _registry.PRIMITIVES.items():
-    _name = _qualname[len('numpy.'):]
-    if _qualname.startswith('numpy.') and _prim.emit is None:
-        if _name in _EXPRESSIONS:
-            _prim.emit = _EXPRESSIONS[_name]
-        elif isinstance(_prim.plain, _np.ufunc) and getattr(_np, _prim.plain.__name__, None) is _prim.plain:
-            # every operand (the binary ones were written with their first operand only)
-            _operands = ', '.join(f"{{{_k}}}" for _k in range(_prim.plain.nin))
-            _prim.emit = f"np.{_prim.plain.__name__}({_operands})"
+
+
+def _defaults():
+    """The spellings that follow a rule: a scalar primitive whose function is math's
+    (through its IEEE wrapper) is spelled as math's call; an array primitive whose plain
+    implementation is numpy's ufunc of that name, as that ufunc's call."""
+    for qualname, prim in registry.PRIMITIVES.items():
+        if qualname in PYTHON:
+            continue
+        plain = getattr(prim, 'plain', None)
+        fn = getattr(plain, '__wrapped__', plain)
+        if '.' not in qualname and len(getattr(prim, 'partials', None) or ()) == 1 and \
+                getattr(math, getattr(fn, '__name__', ''), None) is fn:
+            PYTHON[qualname] = f"math.{fn.__name__}({{0}})"
+        elif qualname.startswith('numpy.') and isinstance(plain, np.ufunc) and \
+                getattr(np, plain.__name__, None) is plain:
+            PYTHON[qualname] = f"np.{plain.__name__}({', '.join(f'{{{k}}}' for k in range(plain.nin))})"
+
+
+_defaults()
+
+# backend name -> (its own table, the globals its spellings use)
+BACKENDS = {'python': ({}, {})}
+
+
+def register(name, table, names=None):
+    """Declare backend ``name``: ``table`` overrides the Python spellings for it, and
+    ``names`` ({name: object}, read when code is spelled: it may be filled later) are
+    bound in the code it spells."""
+    BACKENDS[name] = (table, {} if names is None else names)
+    return table
+
+
+def spellings(backend='python'):
+    """({qualname: spelling} for ``backend``, the globals its spellings use)."""
+    table, names = BACKENDS[backend]
+    return ({**PYTHON, **table} if table else PYTHON), names
+
+
+def spell(spelling, args, params):
+    """The expression of a spelling for the arguments' and parameters' code."""
+    if isinstance(spelling, str):
+        return spelling.format(*args, **params)
+    return spelling(args, params)

@@ -19,6 +19,8 @@ import warnings
 import numpy as np
 
 from ..errors import InvalidInputError
+from . import lowering
+from .codegen import python_source
 from .program import Program
 from ..primitives import _pow_plain, _real_pow
 from .program import GuardFailure
@@ -249,7 +251,7 @@ def _teach(numba):
 
 def _teach_arrays(numba, types, overload):
     """numba implementations of numpy's reductions as numpy computes them (``_sum``,
-    ``_max``) and of array primitives' plain implementations (``_ARRAY_PLAINS``), for
+    ``_max``) and of array primitives' plain implementations (the ``NUMBA`` table's), for
     C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
     global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
     global _product_y, _product_xy
@@ -327,7 +329,7 @@ def _teach_arrays(numba, types, overload):
     def reciprocal(x):
         return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
 
-    _ARRAY_PLAINS.update(reciprocal=numba.njit(reciprocal), sum_to=sum_to)
+    _NAMES.update(_nb_reciprocal=numba.njit(reciprocal), _nb_sum_to=sum_to)
 
 
 def _product(x, y, out):
@@ -381,7 +383,12 @@ def _sum_to(x, shape):
     return out.reshape(shape)
 
 
-_ARRAY_PLAINS = {}      # array primitive's name -> numba implementation of its plain one
+# numba's lowering table: where numba's code calls its own implementation of an array
+# primitive rather than the plain one (numba's numpy subset lacks it, or adds in
+# another order).  Its names are bound once numba is imported (``_teach_arrays``).
+_NAMES = {}
+NUMBA = lowering.register('numba', {
+    'numpy.reciprocal': '_nb_reciprocal({0})', 'numpy.sum_to': '_nb_sum_to({0}, {shape})'}, _NAMES)
 
 
 def _knows(numba, fn):
@@ -437,7 +444,7 @@ def _cache_file(source, glb):
     parts = [source, numba.__version__, np.__version__, _code_key(compile_numba.__code__),
              _fingerprint(_teach_arrays), _fingerprint(_teach)]
     for name in sorted(glb):
-        if name.startswith('__'):
+        if name.startswith('__') or name in _NAMES:     # (_NAMES: _teach_arrays's, above)
             continue
         value = glb[name]       # (an array is an argument of numba's function: its type counts)
         fp = f"array {value.dtype.str} {value.ndim}" if isinstance(value, np.ndarray) \
@@ -460,7 +467,6 @@ def _cache_file(source, glb):
 
 
 _NUMPY = _numpy_for_numba()
-_PRIMITIVE = re.compile(r'_p_(\w+)_\d+$')
 
 
 _NAMING = re.compile(r"(Use of unsupported NumPy function '[^']*'|No implementation of function "
@@ -488,10 +494,10 @@ def _with_constants(jitted, arrays):
     return staged
 
 
-def compile_numba(fn, source, program):
-    """``fn`` (the Python backend's function of ``source``) compiled by numba, with its
-    machine code cached on disk (``cache_dir``), or ``fn`` itself, with a warning, where
-    numba cannot compile it."""
+def compile_numba(fn, program):
+    """``program`` spelled with numba's lowering table and compiled by numba, with its
+    machine code cached on disk (``cache_dir``); or ``fn`` (the Python backend's function
+    of it) itself, with a warning, where numba cannot compile it."""
     try:
         import numba
     except ImportError:
@@ -503,7 +509,7 @@ def compile_numba(fn, source, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     taught = _teach(numba)
-    glb = dict(fn.__globals__)          # numba's own: the Python function keeps its globals
+    source, glb = python_source(program, fn.__name__, backend='numba')
     # Constant arrays become arguments: numba would freeze them into the machine code
     # (slow to compile for large ones, and code holding them is not cached).
     arrays = [name for name, value in glb.items() if isinstance(value, np.ndarray)]
@@ -519,12 +525,9 @@ def compile_numba(fn, source, program):
     try:
         for name, value in list(glb.items()):
             if name.startswith('_p_') and callable(value) and value not in taught:
-                m = _PRIMITIVE.match(name)
-                array = m and getattr(value, '__module__', '').startswith('nestad.numpy.') and \
-                    _ARRAY_PLAINS.get(m.group(1))
                 # (``value.numba``: a version that raises where numba's arithmetic
                 # would not give Python's answer, so that the call reruns as Python)
-                glb[name] = array or numba.njit(cache=False)(getattr(value, 'numba', value))
+                glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
         exec(compile(source, path or f"<nestad staged {fn.__name__}>", "exec"), glb)
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
         if arrays:

@@ -36,9 +36,9 @@ from .codegen import compile_python
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
+from .lowering import BACKENDS      # (python, numba and any registered backend)
 from .numba_backend import compile_numba
 
-BACKENDS = ('python', 'numba')
 CACHE_SIZE = 64           # programs a staged function keeps in all (least recently used go)
 DERIVED_SIZE = 16         # staged jvps/vjps it keeps (one per argument structure and mode)
 RETRACE_WARN = 10         # warn when this many traces take most of the time since they began
@@ -59,7 +59,7 @@ def stage(f=None, *, backend="python", static_argnums=(), static_argnames=(), ma
                                static_argnames=static_argnames, max_traces=max_traces,
                                cache_size=cache_size)
     if backend not in BACKENDS:
-        raise InvalidInputError(f"stage: backend must be one of {BACKENDS}, not {backend!r}")
+        raise InvalidInputError(f"stage: backend must be one of {tuple(BACKENDS)}, not {backend!r}")
     if not callable(f):
         raise InvalidInputError(f"stage(f): f must be callable, not {f!r:.60}")
     for name, n in (('max_traces', max_traces), ('cache_size', cache_size)):
@@ -85,9 +85,10 @@ class Compiled:
         self.guarded = any(e.op is GUARD for e in program.eqns)
 
     def compile(self):
-        self.fn, self.source = compile_python(self.program, "staged")
+        # (numba compiles its own spelling; the Python one is what runs where it cannot)
+        self.fn, self.source = compile_python(self.program, "staged", backend=self.source_backend)
         if self.backend == "numba":
-            self.fn = compile_numba(self.fn, self.source, self.program)
+            self.fn = compile_numba(self.fn, self.program)
 
     def __call__(self, dyn):
         if self.fn is None:
@@ -102,12 +103,17 @@ class Compiled:
             out = self.ieee(dyn)
         return out if self.single else self.program.out_tree.build(out)
 
+    @property
+    def source_backend(self):
+        return 'python' if self.backend == 'numba' else self.backend
+
     def ieee(self, dyn):
         """The call again, after ``math`` raised where IEEE 754 has an answer (log(0),
         sqrt(-1)...): the program spelled with nestad's IEEE implementations (which raise
         only where eager code raises too)."""
         if self.safe is None:
-            self.safe = compile_python(self.program, "staged_ieee", safe=True)[0]
+            self.safe = compile_python(self.program, "staged_ieee", safe=True,
+                                       backend=self.source_backend)[0]
         return self.safe(*dyn)
 
     def call_drawing(self, dyn):

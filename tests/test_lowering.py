@@ -1,0 +1,111 @@
+"""Code generation reads a lowering table per backend (nestad.staging.lowering): the
+Python table the fallback, a backend's own table over it, the plain implementation the
+last resort.  A backend is a table and a registration."""
+import importlib.util
+import warnings
+
+import numpy as np
+import pytest
+
+import nestad as nd
+import nestad.numpy as anp
+from nestad import registry
+from nestad.staging import codegen, lowering
+from nestad.staging.numba_backend import NumbaFallbackWarning
+
+
+def _mlp_loss(w, x):
+    h = anp.tanh(anp.reshape(w[:6], (2, 3)) @ x)
+    return anp.sum(h * h) / 2.0 + anp.max(anp.exp(-x)) + anp.sin(w[0]) * 3.0
+
+
+W, X = np.linspace(-1.0, 1.0, 6), np.array([0.3, -0.7, 1.1])
+
+
+def _plain_call(qualname):
+    def spell(args, params):
+        parts = list(args) + [f"{k}={v}" for k, v in params.items()]
+        return f"_prims[{qualname!r}].plain({', '.join(parts)})"
+    return spell
+
+
+@pytest.fixture
+def plain_backend():
+    # a third backend in one table and one registration: every primitive called through
+    # its plain implementation, found by name in the registry
+    lowering.register('plain_calls', {q: _plain_call(q) for q in registry.PRIMITIVES},
+                      {'_prims': registry.PRIMITIVES})
+    yield 'plain_calls'
+    del lowering.BACKENDS['plain_calls']
+
+
+def test_a_new_backend_is_a_table_and_a_registration(plain_backend):
+    grad = nd.gradient_r(_mlp_loss)
+    staged = nd.stage(grad, backend=plain_backend)
+    want = grad(W, X)
+    got = staged(W, X)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(staged(W, X), nd.stage(grad)(W, X))   # same numbers as python's
+    program = nd.trace(grad, W, X)
+    src, glb = codegen.python_source(program, backend=plain_backend)
+    used = {e.op.qualname for e in program.eqns if hasattr(e.op, 'qualname')}
+    # every primitive by its plain implementation, but the scatters codegen's accumulation
+    # pass writes into a buffer (np.zeros, then v[index] += x)
+    assert {q for q in used if f"_prims[{q!r}].plain(" not in src} <= {'numpy.scatter_add'}, src
+    assert len(used) > 8 and "math." not in src and src.count("np.") == src.count("np.zeros(")
+    assert glb['_prims'] is registry.PRIMITIVES
+    # the default backend still spells them as numpy calls
+    assert "np.tanh(" in codegen.python_source(program)[0]
+
+
+def test_a_backend_table_overrides_the_python_one_and_falls_back_to_it():
+    calls = []
+
+    def my_tanh(x):
+        calls.append(1)
+        return np.tanh(x)
+    lowering.register('mine', {'numpy.tanh': 'MY_TANH({0})'}, {'MY_TANH': my_tanh})
+    try:
+        program = nd.trace(_mlp_loss, W, X)
+        src, _ = codegen.python_source(program, backend='mine')
+        assert "MY_TANH(" in src and "np.tanh(" not in src
+        assert "np.exp(" in src and "@" in src            # the Python spellings otherwise
+        fn, _ = codegen.compile_python(program, backend='mine')
+        assert fn(W, X) == nd.stage(_mlp_loss)(W, X) and calls
+        assert nd.stage(_mlp_loss, backend='mine')(W, X) == _mlp_loss(W, X)
+    finally:
+        del lowering.BACKENDS['mine']
+    with pytest.raises(nd.InvalidInputError, match="backend must be one of"):
+        nd.stage(_mlp_loss, backend='mine')
+
+
+def test_spellings_live_in_the_tables_not_on_primitives():
+    for prim in registry.PRIMITIVES.values():
+        assert not hasattr(prim, 'emit'), prim
+    python, _ = lowering.spellings()
+    assert python['sin'] == 'math.sin({0})' and python['add'] == '{0} + {1}'
+    assert python['numpy.sin'] == 'np.sin({0})' and python['numpy.arctan2'] == 'np.arctan2({0}, {1})'
+    assert 'numpy.sum_to' not in python                # called through its plain implementation
+    numba, _ = lowering.spellings('numba')
+    assert numba['numpy.sum_to'].startswith('_nb_sum_to(') and numba['sin'] == python['sin']
+
+
+def test_a_primitive_without_a_spelling_calls_its_plain_implementation():
+    program = nd.trace(lambda x: anp.sum_to(anp.broadcast_to(x, (4, 3)), (1, 3)), X)
+    src, glb = codegen.python_source(program)
+    name = next(k for k in glb if k.startswith('_p_sum_to'))
+    assert f"{name}(" in src and glb[name] is registry.PRIMITIVES['numpy.sum_to'].plain
+    assert "np.broadcast_to(" in src
+
+
+@pytest.mark.skipif(importlib.util.find_spec('numba') is None, reason="needs numba")
+def test_numba_spells_with_its_table():
+    f = nd.stage(lambda x: anp.reciprocal(anp.sum_to(anp.broadcast_to(x, (4, 3)), (1, 3))),
+                 backend="numba")
+    np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (traced)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', NumbaFallbackWarning)
+        np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (compiled)
+    program = nd.trace(lambda x: anp.reciprocal(x), X)
+    src, glb = codegen.python_source(program, backend='numba')
+    assert "_nb_reciprocal(" in src and callable(glb['_nb_reciprocal'])
