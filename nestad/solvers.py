@@ -2,9 +2,10 @@
 ``minimize``, ``odeint``.
 
 A solver's answer ``x(p)`` is differentiated without looking inside the solver.  For
-the outermost perturbation among the parameters (found by ``bind``, for which a solver
-is a ``FunctionOp``: ``IMPLICIT``, ``ODEINT``), ``x`` is first found from the primals (which may carry older perturbations:
-the same function handles those, one run at a time), and then
+the outermost perturbation among the parameters (found by ``bind``: a solver is a
+``FunctionOp``, ``IMPLICIT`` or ``ODEINT``), ``x`` is first found from the primals (which
+may carry older perturbations: the same function handles those, one run at a time), and
+then
 
 * ``linear_solve``, ``root`` and ``minimize`` are one implicit function
   (``_implicit``): ``F(x, p) = 0`` with ``F`` the residual ``A(p) x - b``, ``f(x, p)``
