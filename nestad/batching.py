@@ -29,7 +29,7 @@ from . import perturbation
 from .arrays import ArrayPrimitive
 from .errors import InvalidInputError
 from .extraction import check_output_leaf
-from .interpret import Interpretation
+from .interpret import FunctionOp, Interpretation
 from .structures import flatten
 from .tracer import is_tracer
 from .values import Batched, Perturbed, primal_value
@@ -37,6 +37,7 @@ from .values import Batched, Perturbed, primal_value
 BATCH_RULES = {}                      # qualified primitive name -> rule
 FALLBACKS = collections.Counter()     # qualified name -> applications member by member
 ops = None                            # nestad.numpy (set by it): the functions rules use
+LIVE = set()                          # the tags of the vmaps going on (not derivative runs)
 
 
 def fallbacks():
@@ -57,6 +58,8 @@ class Batching(Interpretation):
     name = 'batch'
 
     def process(self, prim, top, args, carried, primals, params):
+        if prim.__class__ is FunctionOp:
+            return prim.apply(self, top, args, carried, primals, params)
         rule = BATCH_RULES.get(prim_key(prim))
         if rule is None:
             rule = per_member
@@ -162,6 +165,12 @@ def call_per_member(fn, leaves, tree, top, what):
         outs.append(fn(tree.build([ops.getitem(x.primal, i) if c else x
                                    for x, c in zip(leaves, carried)])))
     flat = [flatten(o)[0] for o in outs]
+    if any(isinstance(y, Perturbed) and y.tag >= top for ys in flat for y in ys):
+        # A member's result batched by this vmap: the function read a mapped value from
+        # its closure, which one member's call cannot see apart (stacking would mix them).
+        raise InvalidInputError(
+            f"vmap: {what} runs member by member, and its function reads a value mapped by "
+            "this vmap from its closure; pass that value as an argument")
     out_tree = flatten(outs[0])[1]
     return out_tree.build([Batched(top, ops.stack(list(col))) for col in zip(*flat)])
 
@@ -240,6 +249,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
                 in_axes, (tuple, list)) else "in_axes")
         size = _mapped_size(leaves, leaf_axes, axis_size)
         tag = perturbation.fresh()
+        LIVE.add(tag)
         try:
             inputs = [x if ax is None else Batched(tag, _leading(x, ax)) for x, ax in
                       zip(leaves, leaf_axes)]
@@ -249,6 +259,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             return out_tree.build([_unbatched(tag, y, ax, size, k)
                                    for k, (y, ax) in enumerate(zip(out_leaves, specs))])
         finally:
+            LIVE.discard(tag)
             perturbation.retire(tag)
     mapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     mapped.__doc__ = getattr(f, '__doc__', None)

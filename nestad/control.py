@@ -1,9 +1,11 @@
 """Controlling differentiation: ``stop_gradient``, ``checkpoint``, ``checkpoint_loop``,
 ``fixed_point``.
 
-Each works in every mode and nests: for the outermost perturbation among its
-arguments it applies its own rule (``nestad.custom``), and older perturbations are
-handled the same way one run at a time.
+Each works in every mode and nests: checkpoint, fixed_point and stop_gradient of a
+function are ``FunctionOp``s (``CHECKPOINT``, ``FIXED_POINT``, ``STOPPED``) applied
+through ``bind``, which hands the outermost perturbation among their arguments to that
+interpretation's entry in their rule table (built from ``nestad.custom``); older
+perturbations are handled the same way one run at a time.
 """
 import functools
 import math
@@ -14,16 +16,15 @@ import warnings
 
 import numpy as np
 
-from . import perturbation
-from .custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
-                     runs_through, vjp_of)
-from .errors import InvalidInputError, MissingRuleError, NestadError
-from .interpret import outermost, split
+from . import batching, perturbation
+from .custom import apply, forward_result, jvp_of, reads_closure, recomputing_cells, vjp_of
+from .errors import InvalidInputError, NestadError
+from .interpret import FORWARD, FunctionOp, bind
 from .extraction import PRIMAL, ExtractedFunction, tangent_of
 from .arrays import make_bundle
-from .batching import all_members, batched_top, call_per_member
+from .batching import all_members, call_per_member
 from .structures import flatten, tree_map
-from .values import Bundle, Perturbed, primal_value
+from .values import Batched, Bundle, Perturbed, primal_value
 
 
 def stop_gradient(x):
@@ -42,8 +43,8 @@ def stop_gradient(x):
         nonlocal tags
         if not callable(leaf) or isinstance(leaf, (Perturbed, type)):
             return primal_value(leaf)
-        if tags is None:
-            tags = tuple(perturbation.live_tags())
+        if tags is None:      # (a vmap's run is no derivative: its closure stays batched)
+            tags = tuple(t for t in perturbation.live_tags() if t not in batching.LIVE)
         return _StoppedFunction(leaf, tags) if tags else leaf
     return tree_map(stop, x)
 
@@ -68,8 +69,9 @@ def _apply_stopped(fn, tags, args, kwargs):
     ``t`` becomes an adjacent tag for the call, and ``t`` is then read out of the result
     (``primal_of``), as for a function-valued result (notes/functional-outputs.md).
     Reverse runs cannot be renamed (a tape is shared by cell ids), so while the
-    arguments carry one, the outermost run is peeled as ``checkpoint`` peels it, its
-    rule (``fn``'s jvp or vjp, run on a fresh tag) applied with the same cut."""
+    arguments carry one, the call is the operator ``STOPPED`` through ``bind``: the
+    outermost run's rule (``fn``'s jvp or vjp, run on a fresh tag) applied with the
+    same cut."""
     leaves, tree = flatten((args, kwargs))
     if not any(_carries_reverse(x) for x in leaves):
         g = fn
@@ -79,26 +81,45 @@ def _apply_stopped(fn, tags, args, kwargs):
         # A function it returns has these runs cut from it by renaming, which does not
         # keep a reverse run's perturbation of its own arguments: _ReverseCut does.
         return tree_map(lambda y: _ReverseCut(y, tags) if callable(y) else y, out)
-    if runs_through(leaves):
-        raise MissingRuleError(
-            "stop_gradient(f)(...) of a function under Taylor mode (nestad.jet, derivatives, "
-            "taylor_series): cutting a jet's run from a function's closure is not supported. "
-            "Apply stop_gradient to the values the function closes over instead")
-    top, carried, primals, forward = peel(leaves)
-    if forward:
-        jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
-        tangents = [x.tangent for x, c in zip(leaves, carried) if c]
-        out, tangent = _apply_stopped(jvp_f, tags, (primals, tangents), {})
-        _numeric_outputs(out)
-        return forward_result(top, out, tangent)
+    return bind(STOPPED, leaves, dict(fn=fn, tags=tags, tree=tree))
+
+
+def _stopped_forward(top, leaves, carried, primals, params):
+    """fn's jvp, applied with the same cut."""
+    fn, tags, tree = params['fn'], params['tags'], params['tree']
+    jvp_f = jvp_of(fn, tree, carried, "stop_gradient")
+    tangents = [x.tangent for x, c in zip(leaves, carried) if c]
+    out, tangent = _apply_stopped(jvp_f, tags, (list(primals), tangents), {})
+    _numeric_outputs(out)
+    return forward_result(top, out, tangent)
+
+
+def _stopped_reverse(top, leaves, carried, primals, params):
+    """Tape cells whose pullback reruns fn (on a fresh tag), applied with the same cut."""
+    fn, tags, tree = params['fn'], params['tags'], params['tree']
     rerun = _Rerun(fn, leaves, "stop_gradient")   # (the pullback runs fn again)
     out = _apply_stopped(lambda *ls: apply(fn, tree, ls), tags, tuple(primals), {})
     _numeric_outputs(out)
+    if reads_closure(out, top + 1):
+        raise _stopped_closure_error(fn, newer=True)
     rerun.first = flatten(out)[0]
     vjp_f = vjp_of(rerun, tree, carried, lambda: _stopped_closure_error(fn))
     return recomputing_cells(
         top, leaves, carried, primals, out,
         lambda prims, ct: _apply_stopped(vjp_f, tags, (prims, ct), {}), "stop_gradient(f)")
+
+
+STOPPED = FunctionOp(
+    'stop_gradient(f)',
+    lambda leaves, p: _apply_stopped(p['fn'], p['tags'], *p['tree'].build(list(leaves))),
+    {'forward': _stopped_forward, 'reverse': _stopped_reverse,
+     'batch': lambda top, leaves, carried, primals, p: call_per_member(
+         lambda a: _apply_stopped(p['fn'], p['tags'], *a), leaves, p['tree'], top,
+         'stop_gradient(f)')},
+    missing={'taylor': (
+        "stop_gradient(f)(...) of a function under Taylor mode (nestad.jet, derivatives, "
+        "taylor_series): cutting a jet's run from a function's closure is not supported. "
+        "Apply stop_gradient to the values the function closes over instead")})
 
 
 class _ReverseCut(_StoppedFunction):
@@ -117,12 +138,14 @@ class _ReverseCut(_StoppedFunction):
 
 
 def _reverse_tags(x, found):
-    """Add to ``found`` the tags of the reverse-mode perturbations in the value ``x``."""
+    """Add to ``found`` the tags of the reverse-mode perturbations in the value ``x``
+    (a jet's too, which cannot be renamed either; a vmap's batch is renamed like a forward
+    run, its members' values inside it)."""
     while isinstance(x, Perturbed):
-        if not isinstance(x, Bundle):
-            found.add(x.tag)
-        else:
+        if isinstance(x, Bundle):
             _reverse_tags(x.tangent, found)
+        elif x.__class__ is not Batched:
+            found.add(x.tag)
         x = x.primal
 
 
@@ -142,7 +165,13 @@ def _numeric_outputs(out):
             "derivative / jvp for this run")
 
 
-def _stopped_closure_error(fn):
+def _stopped_closure_error(fn, newer=False):
+    if newer:
+        return InvalidInputError(
+            f"stop_gradient({getattr(fn, '__name__', 'f')}): the function reads from its "
+            "closure a value of a run newer than its arguments' (a value mapped by a vmap "
+            "inside the gradient), which the reverse phase cannot rerun; pass that value as "
+            "an argument")
     return InvalidInputError(
         f"stop_gradient({getattr(fn, '__name__', 'f')}): the reverse phase ran the function "
         "again after a run whose value it reads from its closure had returned; call the "
@@ -179,27 +208,38 @@ def checkpoint(f):
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, tree = flatten((args, kwargs))
-        if not any(isinstance(x, Perturbed) for x in leaves):
-            return f(*args, **kwargs)
-        if runs_through(leaves):        # Taylor mode keeps no tape either
-            return f(*args, **kwargs)
-        top, carried, primals, forward = peel(leaves)
-        if forward or batched_top(leaves) is not None:     # no tape to save
-            return f(*args, **kwargs)
-        rerun = _Rerun(f, leaves)
-        out = apply(checkpointed, tree, primals)
-        rerun.first = flatten(out)[0]
-        if reads_closure(out, top):
-            # f reads a value of this run from its closure: the recomputation could not
-            # reach it, so this run is taped as usual (correct, but without the saving).
-            warnings.warn(f"checkpoint: {_name(f)} reads a value "
-                          "being differentiated from its closure, so its tape is kept; pass "
-                          "that value as an argument to save the memory", stacklevel=2)
-            return rerun(*args, **kwargs)
-        return recomputing_cells(top, leaves, carried, primals, out,
-                                 vjp_of(rerun, tree, carried, lambda: _closure_error(f)),
-                                 "a checkpointed function")
+        return bind(CHECKPOINT, leaves, dict(f=f, tree=tree))
     return checkpointed
+
+
+def _run_function(top, leaves, carried, primals, params):
+    """The rule of forward mode, batching and Taylor mode, which keep no tape: ``f``
+    itself on the values."""
+    return apply(params['f'], params['tree'], leaves)
+
+
+def _checkpoint_reverse(top, leaves, carried, primals, params):
+    """Keep the arguments; the pullback reruns ``f`` with a tape."""
+    f, tree = params['f'], params['tree']
+    rerun = _Rerun(f, leaves)
+    out = CHECKPOINT.lifted(*primals, **params)
+    rerun.first = flatten(out)[0]
+    if reads_closure(out, top):
+        # f reads a value of this run from its closure: the recomputation could not
+        # reach it, so this run is taped as usual (correct, but without the saving).
+        warnings.warn(f"checkpoint: {_name(f)} reads a value "
+                      "being differentiated from its closure, so its tape is kept; pass "
+                      "that value as an argument to save the memory",
+                      stacklevel=7)       # (the caller of checkpointed, through bind)
+        return apply(rerun, tree, leaves)
+    return recomputing_cells(top, leaves, carried, primals, out,
+                             vjp_of(rerun, tree, carried, lambda: _closure_error(f)),
+                             "a checkpointed function")
+
+
+CHECKPOINT = FunctionOp('checkpoint', lambda leaves, p: apply(p['f'], p['tree'], leaves),
+                        {'forward': _run_function, 'reverse': _checkpoint_reverse,
+                         'batch': _run_function, 'taylor': _run_function})
 
 
 def _name(f):
@@ -233,7 +273,7 @@ class _Rerun:
 
     def _check(self, again):
         for k, (a, b) in enumerate(zip(self.first, again)):
-            a, b = primal_value(a), primal_value(b)
+            a, b = _under_all(a), _under_all(b)
             if a.__class__ is float and b.__class__ is float and (a == b or a != a and b != b):
                 continue                  # (the common case, without numpy's overhead)
             if _is_traced(a) or _is_traced(b):
@@ -250,6 +290,13 @@ class _Rerun:
                     "could not restore, or reads state that changed in between. Draw the random "
                     "numbers outside the function and pass them in (or pass the "
                     "numpy Generator as an argument), and keep the function pure")
+
+
+def _under_all(x):
+    """The value under every perturbation, a vmap's too (its members stacked)."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    return x
 
 
 def _is_traced(v):
@@ -434,27 +481,40 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
         raise InvalidInputError(f"fixed_point: tol must be a finite real number >= 0 (the "
                                 f"largest step taken for convergence, relative), not {tol!r}")
     x0 = stop_gradient(x0)
-    every, every_tree = flatten((x0, params))
-    top = batched_top(every)
-    if top is not None:           # vmap: each member's fixed point (batching.FALLBACKS)
-        return call_per_member(lambda s: fixed_point(f, s[0], *s[1], tol=tol, max_iter=max_iter),
-                               every, every_tree, top, 'fixed_point')
-    leaves, tree = flatten(params)
-    if not any(isinstance(x, Perturbed) for x in leaves):
-        x_star = _iterate(lambda x: f(x, *params), x0, tol, max_iter, "fixed_point")
-        if reads_closure(x_star, -1):
-            raise InvalidInputError(
-                "fixed_point: the function reads a value being differentiated from its "
-                "closure; pass that value in params, so that its derivative is the implicit "
-                "one (differentiating the iterations would be another method, with its own "
-                "convergence)")
-        return x_star
-    if runs_through(leaves):
-        return _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter)
-    top, carried, primals, forward = peel(leaves)
-    p = tree.build(primals)
+    leaves, tree = flatten((x0, params))
+    return bind(FIXED_POINT, leaves, dict(f=f, tree=tree, n0=len(flatten(x0)[0]), tol=tol,
+                                          max_iter=max_iter))
+
+
+def _fixed_point_plain(leaves, params):
+    f, tol, max_iter = params['f'], params['tol'], params['max_iter']
+    x0, p = params['tree'].build(list(leaves))
+    x_star = _iterate(lambda x: f(x, *p), x0, tol, max_iter, "fixed_point")
+    if reads_closure(x_star, -1):
+        raise InvalidInputError(
+            "fixed_point: the function reads a value being differentiated from its "
+            "closure; pass that value in params, so that its derivative is the implicit "
+            "one (differentiating the iterations would be another method, with its own "
+            "convergence)")
+    return x_star
+
+
+def _fixed_point_batch(top, leaves, carried, primals, params):
+    """vmap: each member's fixed point (counted in batching.FALLBACKS)."""
+    f, tol, max_iter = params['f'], params['tol'], params['max_iter']
+    return call_per_member(lambda s: fixed_point(f, s[0], *s[1], tol=tol, max_iter=max_iter),
+                           leaves, params['tree'], top, 'fixed_point')
+
+
+def _fixed_point_derivative(top, leaves, carried, primals, params):
+    """The implicit derivative: the tangent equation (forward) or the adjoint equation
+    (reverse) iterated at the fixed point (``x0``'s leaves, first, carry no run)."""
+    f, tol, max_iter, n0 = params['f'], params['tol'], params['max_iter'], params['n0']
+    x0, p = params['tree'].build(list(primals))
+    tree = flatten(p)[1]
+    leaves, carried, primals = leaves[n0:], carried[n0:], list(primals[n0:])
     x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)
-    if forward:
+    if leaves[carried.index(True)].interpretation is FORWARD:
         it = iter([x.tangent for x, c in zip(leaves, carried) if c])
         dp = [next(it) if c else None for c in carried]
 
@@ -484,16 +544,17 @@ def fixed_point(f, x0, *params, tol=1e-12, max_iter=10_000):
     return recomputing_cells(top, leaves, carried, primals, x_star, pullback, "fixed_point")
 
 
-def _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter):
+def _fixed_point_jet(top, leaves, carried, primals, params):
     """fixed_point under Taylor mode: the fixed point of the primals, then its higher
     coefficients as the fixed point of the map on jets, ``x = f(x, p)`` with ``x``'s
     primal held at ``x*`` (for a contraction the map's coefficient k contracts at the
     rate of the primal iteration once the lower ones have converged, so the limit is the
     Taylor expansion of ``x*(p(t))``: the implicit derivatives of every order)."""
     from .taylor import coefficients, make_jet
-    top, _ = outermost(leaves)
-    carried, primals = split(leaves, top)
-    x_star = fixed_point(f, x0, *tree.build(list(primals)), tol=tol, max_iter=max_iter)
+    f, tol, max_iter = params['f'], params['tol'], params['max_iter']
+    x0, p = params['tree'].build(list(primals))
+    params_jets = params['tree'].build(list(leaves))[1]
+    x_star = fixed_point(f, x0, *p, tol=tol, max_iter=max_iter)
     K = min(len(x.series) for x, c in zip(leaves, carried) if c)
     x_leaves, x_tree = flatten(x_star)
 
@@ -501,11 +562,17 @@ def _fixed_point_jet(f, x0, params, leaves, tree, tol, max_iter):
         return x_tree.build([make_jet(top, [a, *c]) for a, c in zip(x_leaves, C)])
 
     def step(C):
-        out = flatten(f(jets(C), *params))[0]
+        out = flatten(f(jets(C), *params_jets))[0]
         return [coefficients(y, top, K)[1:] for y in out]
     C = _iterate(step, [[_zero_like(a)] * K for a in x_leaves], tol, max_iter,
                  "fixed_point's Taylor coefficients", _LINEARISED)
     return jets(C)
+
+
+FIXED_POINT = FunctionOp('fixed_point', _fixed_point_plain,
+                         {'forward': _fixed_point_derivative,
+                          'reverse': _fixed_point_derivative,
+                          'batch': _fixed_point_batch, 'taylor': _fixed_point_jet})
 
 
 _LINEARISED = (

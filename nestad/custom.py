@@ -1,11 +1,11 @@
-"""Functions with rules of their own, applied to perturbed arguments.
+"""What the rules of functions with rules of their own are made of.
 
-A staged function, a checkpointed one, a fixed point: each is a function ``f`` whose
-derivatives nestad computes another way than by running ``f`` on perturbed values.
-They all meet perturbed arguments the way lifting does: take the outermost
-perturbation ``t`` among the arguments (``peel``), compute on the primals (which may
-carry older perturbations: the same function handles those, one run at a time), and
-give back
+A staged function, a checkpointed one, a fixed point, a solver: each is a function
+``f`` whose derivatives nestad computes another way than by running ``f`` on perturbed
+values.  Each is a ``nestad.interpret.FunctionOp`` applied through ``bind``, which finds
+the outermost perturbation ``t`` among the arguments and hands its rule the primals
+(which may carry older perturbations: the rule computes on them through the operator
+again, one run at a time).  The forward and reverse rules give back
 
 * for a forward run: ``out + tangent * eps_t``, the tangent from the function's jvp;
 * for a reverse run: one tape cell of ``t`` per output leaf, whose partials are linear
@@ -17,33 +17,16 @@ import numpy as np
 
 from . import perturbation
 from .arrays import VJP, make_bundle, make_cell
-from .errors import EscapedPerturbationError, InvalidInputError, MissingRuleError
+from .errors import EscapedPerturbationError, InvalidInputError
 from .extraction import primal_of, tangent_of
 from .structures import flatten
-from .interpret import FORWARD, outermost, split
 from .values import Batched, Perturbed, primal_value
 
 
-def peel(leaves):
-    """(top, carried, primals, forward) for flat argument leaves with a perturbation:
-    the outermost tag, which leaves carry it, the leaves with it removed, and whether
-    it is a forward run (else reverse: callers handle a batched one first, with
-    ``nestad.batching.batched_top``)."""
-    top, interp = outermost(leaves)
-    if getattr(interp, 'runs_functions', False):
-        raise MissingRuleError(
-            "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
-            "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
-            "its derivatives are implicit. Nest nestad.derivative for its higher "
-            "derivatives")
-    carried, primals = split(leaves, top)
-    return top, carried, list(primals), interp is FORWARD
-
-
-def runs_through(leaves):
-    """Is the outermost run among ``leaves`` one whose interpretation runs a function with
-    rules of its own on its values, as Python code (Taylor mode: ``runs_functions``)?"""
-    return getattr(outermost(leaves)[1], 'runs_functions', False)
+SOLVER_HAS_NO_TAYLOR_RULE = (
+    "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
+    "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
+    "its derivatives are implicit. Nest nestad.derivative for its higher derivatives")
 
 
 def reads_closure(out, top):

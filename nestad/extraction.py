@@ -28,7 +28,7 @@ from .errors import EscapedPerturbationError, InvalidInputError, NestadError
 from .reverse import backpropagate, topological_order
 from .structures import flatten, leaf_paths
 from .tracer import ArrayTracer
-from .values import Bundle, Perturbed, TapeCell
+from .values import Batched, Bundle, Perturbed, TapeCell
 
 TANGENT, PRIMAL = True, False
 
@@ -169,6 +169,9 @@ def _part(tag, x, part, memo):
             return 0.0 if part else x
         if isinstance(x, TapeCell):
             return _split(tag, x, memo)[part]
+        if x.__class__ is Batched:        # a newer vmap's members: each read alike
+            p = _part(tag, x.primal, part, memo)
+            return 0.0 if part and _is_zero(p) else x if p is x.primal else Batched(t, p)
         p = _part(tag, x.primal, part, memo)
         d = _part(tag, x.tangent, part, memo)
         if part:

@@ -23,11 +23,18 @@ Rules are tables keyed by primitive: forward reads a primitive's JVP rules
 with ``tag``, ``primal`` and ``interpretation``), an interpretation with ``process``,
 and its table (notes/design.md, "Adding a transform").
 
+Operators that take functions and have rules of their own (checkpoint, fixed_point, a
+staged while_loop, a staged function, stop_gradient of a function, the solvers) are
+``FunctionOp``s applied through the same ``bind``: their arguments' flat leaves are the
+arguments, and their rule for an interpretation is an entry of their table keyed by
+the interpretation's name (JAX's higher-order primitives).
+
 The arithmetic operators of Bundle and TapeCell keep hand-written fast paths (the
 same rules specialised to one tag or a float operand, in ``nestad/primitives.py``), and
 ``lifting.lift1`` inlines ``FORWARD``/``REVERSE`` for one argument: they are this
 dispatch with its generic steps removed, tested against it (tests/test_interpret.py).
 """
+from .errors import MissingRuleError
 from .values import Batched, Bundle, Perturbed, TapeCell
 
 EMPTY = {}
@@ -96,6 +103,53 @@ def bind(prim, args, params=EMPTY):
         return prim.evaluate(args, params)
     carried, primals = split(args, top)
     return interp.process(prim, top, args, carried, primals, params)
+
+
+class FunctionOp:
+    """An operator that takes functions and has a rule of its own for each interpretation
+    (JAX's higher-order primitives): it is applied as ``bind(op, leaves, params)``, with
+    ``leaves`` the flat leaves of its numeric arguments (which may carry perturbations)
+    and ``params`` the rest (the functions, the arguments' structure, options).
+
+    * with no perturbation among the leaves, ``bind`` calls ``evaluate(leaves, params)``
+      (plain evaluation, or recording inside ``nd.stage``);
+    * else the outermost interpretation's rule: ``rules[interp.name](top, leaves, carried,
+      primals, params)``, a value of run ``top``.  Forward and reverse reach it through
+      ``prim.forward``/``prim.reverse`` (as for every primitive), batching and Taylor mode
+      by testing for this class first.  A rule computes on ``primals`` with ``lifted``,
+      which dispatches again for the next run down.
+
+    An interpretation with no entry raises ``MissingRuleError`` naming the operator and
+    the interpretation (``missing[name]`` says why and what to do instead); an
+    interpretation that knows nothing of these operators (a user's, as in the recipe of
+    notes/design.md) applies them as any primitive, ``prim.lifted(*primals, **params)``."""
+    __slots__ = ('name', 'qualname', '_evaluate', 'rules', 'missing')
+
+    def __init__(self, name, evaluate, rules, missing=None):
+        self.name = self.qualname = name
+        self._evaluate, self.rules, self.missing = evaluate, rules, missing or {}
+
+    def evaluate(self, leaves, params):
+        return self._evaluate(leaves, params)
+
+    def lifted(self, *leaves, **params):
+        return bind(self, leaves, params)
+
+    def apply(self, interp, top, leaves, carried, primals, params):
+        rule = self.rules.get(interp.name)
+        if rule is None:
+            raise MissingRuleError(self.missing.get(interp.name) or (
+                f"{self.name} has no rule for the {interp.name} interpretation"))
+        return rule(top, leaves, carried, primals, params)
+
+    def forward(self, top, leaves, carried, primals, params):
+        return self.apply(FORWARD, top, leaves, carried, primals, params)
+
+    def reverse(self, top, leaves, carried, primals, params):
+        return self.apply(REVERSE, top, leaves, carried, primals, params)
+
+    def __repr__(self):
+        return f"<function operator {self.name}>"
 
 
 def is_batched(x):

@@ -2,9 +2,10 @@
 ``minimize``, ``odeint``.
 
 A solver's answer ``x(p)`` is differentiated without looking inside the solver.  For
-the outermost perturbation among the parameters (``nestad.custom.peel``, as lifting
-does), ``x`` is first found from the primals (which may carry older perturbations:
-the same function handles those, one run at a time), and then
+the outermost perturbation among the parameters (found by ``bind``: a solver is a
+``FunctionOp``, ``IMPLICIT`` or ``ODEINT``), ``x`` is first found from the primals (which
+may carry older perturbations: the same function handles those, one run at a time), and
+then
 
 * ``linear_solve``, ``root`` and ``minimize`` are one implicit function
   (``_implicit``): ``F(x, p) = 0`` with ``F`` the residual ``A(p) x - b``, ``f(x, p)``
@@ -26,7 +27,9 @@ import numpy as np
 
 from . import perturbation
 from .arrays import make_bundle
-from .custom import forward_result, peel, recomputing_cells
+from .batching import call_per_member
+from .custom import SOLVER_HAS_NO_TAYLOR_RULE, forward_result, recomputing_cells
+from .interpret import FORWARD, FunctionOp, bind
 from .errors import InvalidInputError, NestadError
 from .extraction import primal_of, tangent_of
 from .structures import flatten, tree_map
@@ -116,7 +119,15 @@ def _implicit(solve, residual, solve_jx, params, what):
     leaves, tree = flatten(tuple(params))
     if not any(isinstance(a, Perturbed) for a in leaves):
         return solve(tuple(params))
-    top, carried, primals, forward = peel(leaves)
+    return bind(IMPLICIT, leaves, dict(solve=solve, residual=residual, solve_jx=solve_jx,
+                                       tree=tree, what=what))
+
+
+def _implicit_rule(top, leaves, carried, primals, params):
+    from .operators import vjp
+    solve, residual, solve_jx, tree, what = (
+        params[k] for k in ('solve', 'residual', 'solve_jx', 'tree', 'what'))
+    forward, primals = leaves[carried.index(True)].interpretation is FORWARD, list(primals)
     p = tree.build(primals)
     x = _implicit(solve, residual, solve_jx, p, what)
     chosen = [a for a, c in zip(primals, carried) if c]
@@ -136,6 +147,17 @@ def _implicit(solve, residual, solve_jx, params, what):
         _, pb = vjp(residual_of_chosen, *chosen)
         return [tree_map(lambda c: -c, c) for c in pb(w)]
     return recomputing_cells(top, leaves, carried, primals, x, pullback, what)
+
+
+IMPLICIT = FunctionOp(
+    'implicit solver (linear_solve, root, minimize)',
+    lambda leaves, q: _implicit(q['solve'], q['residual'], q['solve_jx'],
+                                q['tree'].build(list(leaves)), q['what']),
+    {'forward': _implicit_rule, 'reverse': _implicit_rule,
+     'batch': lambda top, leaves, carried, primals, q: call_per_member(   # member by member
+         lambda p: _implicit(q['solve'], q['residual'], q['solve_jx'], p, q['what']),
+         leaves, q['tree'], top, q['what'])},
+    missing={'taylor': SOLVER_HAS_NO_TAYLOR_RULE})
 
 
 def _push(fn, primals, tangents, what):
@@ -354,7 +376,8 @@ def _gmres(A, b, tol, maxiter, restart=60):
 def _linear_method(x, method):
     if method is not None:
         return method
-    return "direct" if _ravel(primal_tree(x), "root")[0].size <= 200 else "gmres"
+    size = sum(int(np.prod(np.shape(a))) for a in flatten(primal_tree(x))[0])  # (a member's)
+    return "direct" if size <= 200 else "gmres"
 
 
 def primal_tree(x):
@@ -804,7 +827,12 @@ def _odeint(f, y0, t, params, opts):
         example = tree_map(lambda a: np.zeros((np.shape(t)[0],) + np.shape(a)), primal_tree(y0))
         return _plain_call("odeint", lambda q: _rk45(f, q[0], q[1], q[2], opts),
                            (y0, t, params), example, lambda q: _odeint(f, q[0], q[1], q[2], opts))
-    top, carried, primals, forward = peel(leaves)
+    return bind(ODEINT, leaves, dict(f=f, t=t, opts=opts, tree=tree, n_y=n_y))
+
+
+def _odeint_rule(top, leaves, carried, primals, params):
+    f, t, opts, tree, n_y = (params[k] for k in ('f', 't', 'opts', 'tree', 'n_y'))
+    forward, primals = leaves[carried.index(True)].interpretation is FORWARD, list(primals)
     y0p, pp = tree.build(primals)
     steps = starts = None
     if forward or any(isinstance(a, Perturbed) for a in primals):
@@ -850,6 +878,17 @@ def _odeint(f, y0, t, params, opts):
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
+
+
+ODEINT = FunctionOp(
+    'odeint',
+    lambda leaves, q: _odeint(q['f'], q['tree'].build(list(leaves))[0], q['t'],
+                              q['tree'].build(list(leaves))[1], q['opts']),
+    {'forward': _odeint_rule, 'reverse': _odeint_rule,
+     'batch': lambda top, leaves, carried, primals, q: call_per_member(   # member by member
+         lambda yp: _odeint(q['f'], yp[0], q['t'], yp[1], q['opts']),
+         leaves, q['tree'], top, 'odeint')},
+    missing={'taylor': SOLVER_HAS_NO_TAYLOR_RULE})
 
 
 class _Augmented:

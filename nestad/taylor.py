@@ -28,7 +28,7 @@ from . import perturbation
 from .arrays import ArrayPrimitive, is_array
 from .errors import InvalidInputError, MissingRuleError
 from .extraction import check_output_leaf
-from .interpret import Interpretation
+from .interpret import FunctionOp, Interpretation
 from .lifting import Primitive, _array_route, lift1, lift2
 from . import primitives as P
 from .structures import flatten
@@ -102,6 +102,8 @@ class Taylor(Interpretation):
     runs_functions = True       # checkpoint, staged functions, loops: run on the jets
 
     def process(self, prim, top, args, carried, primals, params):
+        if prim.__class__ is FunctionOp:
+            return prim.apply(self, top, args, carried, primals, params)
         if isinstance(prim, Primitive) and any(is_array(p) for p in primals):
             return _array_route(prim, args)          # a scalar function of a jet of arrays
         K = min(len(a.series) for a, c in zip(args, carried) if c)

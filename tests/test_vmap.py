@@ -404,8 +404,7 @@ def test_recipe_for_a_new_transform_counts_primitive_applications():
 
         def process(self, prim, top, args, carried, primals, params):
             self.counts[prim.name] += 1
-            out = prim.lifted(*primals, **params)          # the next interpretation down
-            return Counted(top, out, self)
+            return Counted(top, prim.lifted(*primals, **params), self)   # the next one down
 
     class Counted(Perturbed):
         __slots__ = ('tag', 'primal', 'interp')
@@ -430,7 +429,6 @@ def test_recipe_for_a_new_transform_counts_primitive_applications():
                 perturbation.retire(tag)
             return (out.primal if isinstance(out, Counted) else out), dict(interp.counts)
         return counted
-
     def f(x):
         return anp.sum(anp.sin(x) * x + 2.0 * x)
     x = np.array([0.5, 1.5])
@@ -444,6 +442,12 @@ def test_recipe_for_a_new_transform_counts_primitive_applications():
     batched, counts = count_primitives(nd.vmap(f))(np.stack([x, 2 * x]))
     np.testing.assert_allclose(batched, [f(x), f(2 * x)])
     assert counts['sin'] == 1
+    def g(x):     # operators with rules of their own meet it through the same dispatch
+        y = nd.checkpoint(anp.sin)(x)
+        return anp.sum(nd.stage(anp.square)(nd.fixed_point(lambda z, a: anp.tanh(z) / 2 + a, x, y)))
+    value, counts = count_primitives(g)(x)
+    assert value == pytest.approx(g(x))
+    assert counts['checkpoint'] == counts['fixed_point'] == counts['stage'] == 1
 
 
 def test_vmap_refuses_a_leaked_perturbation_returned_as_an_output():
@@ -454,3 +458,71 @@ def test_vmap_refuses_a_leaked_perturbation_returned_as_an_output():
         nd.vmap(lambda x: (x, leaked[0]))(np.ones(3))
     with pytest.raises(nd.EscapedPerturbationError, match="escaped through a side effect"):
         nd.jet(lambda x: leaked[0] + x, (1.0,), ((1.0,),))
+
+
+# ---------------------------------------------------------------- jacobian_f as vmap of jvp
+
+def jacobian_by_vmap_of_jvp(f, x):
+    """The forward Jacobian as vmap of jvp over the basis tangents of x (JAX's jacfwd)."""
+    shape = np.shape(nd.primal_value(x))            # (a member's shape, under a vmap)
+    n = int(np.prod(shape))
+    basis = np.eye(n).reshape((n,) + tuple(shape))
+    cols = nd.vmap(lambda v: nd.jvp(f, (x,), (v,))[1])(basis)      # (n,) + out shape
+    return anp.reshape(anp.moveaxis(cols, 0, -1), anp.shape(cols)[1:] + tuple(shape))
+
+
+JACOBIAN_PROGRAMS = [
+    (lambda x: anp.tanh(A3 @ x) * x[0] + anp.sum(x ** 2),
+     lambda x: jnp.tanh(A3 @ x) * x[0] + jnp.sum(x ** 2), (3,)),
+    (lambda x: anp.exp(x) @ A3 - anp.sin(x.T)[..., 0],
+     lambda x: jnp.exp(x) @ A3 - jnp.sin(x.T)[..., 0], (2, 3)),
+    (lambda x: anp.cumsum(x) / (1.0 + anp.sum(x * x)),
+     lambda x: jnp.cumsum(x) / (1.0 + jnp.sum(x * x)), (4,)),
+    (lambda x: anp.linalg.solve(A3 + 3 * np.eye(3), x) * anp.log1p(x * x),
+     lambda x: jnp.linalg.solve(A3 + 3 * np.eye(3), x) * jnp.log1p(x * x), (3,)),
+]
+
+
+@pytest.mark.parametrize('k', range(len(JACOBIAN_PROGRAMS)))
+def test_jacobian_f_equals_vmap_of_jvp_over_basis_tangents_and_jax(k):
+    f, jf, shape = JACOBIAN_PROGRAMS[k]
+    x = rng.normal(size=shape) * 0.7
+    ours = nd.jacobian_f(f)(x)
+    by_vmap = jacobian_by_vmap_of_jvp(f, x)
+    assert np.shape(by_vmap) == np.shape(ours)
+    np.testing.assert_allclose(by_vmap, ours, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(ours, jax.jacfwd(jf)(x), rtol=1e-10, atol=1e-13)
+    # staged: the same program class either way
+    np.testing.assert_allclose(nd.stage(lambda x: jacobian_by_vmap_of_jvp(f, x))(x), ours,
+                               rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize('k', range(len(JACOBIAN_PROGRAMS)))
+def test_jacobian_f_as_vmap_of_jvp_nested_with_gradient_r_and_derivative(k):
+    f, jf, shape = JACOBIAN_PROGRAMS[k]
+    x = rng.normal(size=shape) * 0.7
+    d = rng.normal(size=shape)
+    W = rng.normal(size=np.shape(nd.jacobian_f(f)(x)))
+    # gradient_r of a contraction of the Jacobian (reverse over forward)
+    ours = nd.gradient_r(lambda x: anp.sum(nd.jacobian_f(f)(x) * W))(x)
+    by_vmap = nd.gradient_r(lambda x: anp.sum(jacobian_by_vmap_of_jvp(f, x) * W))(x)
+    theirs = jax.grad(lambda x: jnp.sum(jax.jacfwd(jf)(x) * W))(x)
+    np.testing.assert_allclose(by_vmap, ours, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    # derivative along a line (forward over forward), and jacobian_f of a gradient_r (a Hessian)
+    ours = nd.derivative(lambda s: nd.jacobian_f(f)(x + s * d))(0.3)
+    by_vmap = nd.derivative(lambda s: jacobian_by_vmap_of_jvp(f, x + s * d))(0.3)
+    theirs = jax.jvp(jax.jacfwd(jf), (x + 0.3 * d,), (d,))[1]
+    np.testing.assert_allclose(by_vmap, ours, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    g = lambda x: anp.sum(f(x) * W[(...,) + (0,) * len(shape)])       # noqa: E731
+    H = nd.jacobian_f(nd.gradient_r(g))(x)
+    np.testing.assert_allclose(jacobian_by_vmap_of_jvp(nd.gradient_r(g), x), H,
+                               rtol=1e-10, atol=1e-12)
+    # per-example Jacobians: vmap of jacobian_f, and jacobian_f inside the vmap of jvp
+    X = rng.normal(size=(3,) + shape) * 0.7
+    per_example = nd.vmap(nd.jacobian_f(f))(X)
+    np.testing.assert_allclose(per_example, np.stack([nd.jacobian_f(f)(a) for a in X]),
+                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(nd.vmap(lambda a: jacobian_by_vmap_of_jvp(f, a))(X), per_example,
+                               rtol=1e-12, atol=1e-14)

@@ -32,6 +32,7 @@ from .. import perturbation
 from ..arrays import VJP, make_bundle, make_cell
 from ..errors import InvalidInputError
 from ..extraction import primal_of, tangent_of
+from ..interpret import FunctionOp, bind
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Trace, active, is_tracer, recording, resolve
 from .. import batching
@@ -197,40 +198,40 @@ def _constant_int(k, x):
 def _loop(cond_f, body_f, leaves):
     """The final state's leaves, for flat leaves that may carry perturbations."""
     leaves = [_constant_int(k, x) for k, x in enumerate(leaves)]
-    tags = [x.tag for x in leaves if isinstance(x, Perturbed)]
-    top = max(tags, default=-1)
-    # The body may read values of later runs from its closure: peeling must start with
-    # the outermost run of all, so one body step (traced, then dropped as dead code)
+    top = max((x.tag for x in leaves if isinstance(x, Perturbed)), default=-1)
+    # The body may read values of later runs from its closure: the dispatch must start
+    # with the outermost run of all, so one body step (traced, then dropped as dead code)
     # shows which runs its results carry.
     outer = max((o for o in body_f(list(leaves)) if isinstance(o, Perturbed)),
                 key=lambda o: o.tag, default=None)
     if outer is not None and outer.tag > top:
         return _loop(cond_f, body_f, _carry(outer, leaves))
-    if not tags:
-        return _record(cond_f, body_f, leaves)
-    carried = [isinstance(x, Perturbed) and x.tag == top for x in leaves]
-    if getattr(leaves[carried.index(True)].interpretation, 'runs_functions', False):
-        raise _Unroll()        # Taylor mode: the loop unrolled into the trace
-    if leaves[carried.index(True)].__class__ is Batched:
-        return _loop_batched(cond_f, body_f, leaves, carried, top)
-    primals = [x.primal if c else x for x, c in zip(leaves, carried)]
+    return bind(LOOP, leaves, dict(cond=cond_f, body=body_f))
+
+
+def _forward(top, leaves, carried, primals, params):
+    """The loop on the state and its tangents."""
+    cond_f, body_f, primals = params['cond'], params['body'], list(primals)
     slots = [k for k, x in enumerate(leaves) if _is_float(x)]
-    if isinstance(leaves[carried.index(True)], Bundle):
-        tangents = _instantiate([leaves[k].tangent if carried[k] else None for k in slots],
-                                [primals[k] for k in slots])
-        # The body runs on Bundles of ``top`` itself: a value of run ``top`` it reads
-        # from its closure then adds its own tangent, by the chain rule.
-        outs, (touts,) = _loop_jvp(cond_f, body_f, primals, slots, [tangents], tags=[top])
-        tout = dict(zip(slots, touts))
-        return [make_bundle(top, o, tout[k]) if k in tout else o for k, o in enumerate(outs)]
-    return _reverse(cond_f, body_f, leaves, primals, carried, slots, top)
+    tangents = _instantiate([leaves[k].tangent if carried[k] else None for k in slots],
+                            [primals[k] for k in slots])
+    # The body runs on Bundles of ``top`` itself: a value of run ``top`` it reads
+    # from its closure then adds its own tangent, by the chain rule.
+    outs, (touts,) = _loop_jvp(cond_f, body_f, primals, slots, [tangents], tags=[top])
+    tout = dict(zip(slots, touts))
+    return [make_bundle(top, o, tout[k]) if k in tout else o for k, o in enumerate(outs)]
 
 
-def _loop_batched(cond_f, body_f, leaves, carried, top):
+def _unroll(top, leaves, carried, primals, params):
+    """Taylor mode: the loop unrolled into the trace (the body's code on the jets)."""
+    raise _Unroll()
+
+
+def _loop_batched(top, leaves, carried, primals, params):
     """vmap of a loop: one loop on the stacked members, while some member's condition
     holds; a member whose condition is false keeps its state (JAX's semantics).  Every
     leaf is stacked, since the body may make any of them differ between members."""
-    anp = batching.ops
+    cond_f, body_f, anp = params['cond'], params['body'], batching.ops
     size = next(np.shape(x.primal)[0] for x, c in zip(leaves, carried) if c)
     stacked = [x.primal if c else anp.broadcast_to(anp.expand_dims(x, 0), (size,) + np.shape(x))
                for x, c in zip(leaves, carried)]
@@ -388,11 +389,13 @@ def _like(t, like):
     return _in_dtype_of(t, like)
 
 
-def _reverse(cond_f, body_f, leaves, primals, carried, slots, top):
+def _reverse(top, leaves, carried, primals, params):
     """Reverse mode: the Jacobian of the final state by forward directions, then one
     tape cell per float output leaf with the Jacobian's blocks as partials; or the
     adjoint rule where it is cheaper (``loops``: many input scalars)."""
     from . import loops
+    cond_f, body_f, primals = params['cond'], params['body'], list(primals)
+    slots = [k for k, x in enumerate(leaves) if _is_float(x)]
     if loops.use_adjoint(primals, carried, slots, body_f):
         return loops.reverse(cond_f, body_f, leaves, primals, carried, slots, top)
     inputs = [k for k in slots if carried[k]]
@@ -534,6 +537,12 @@ def _keep_slots(eqn, keep):
 
 
 WHILE = WhileLoop()
+
+# The loop on state leaves that carry perturbations: applied through ``bind`` (by
+# ``_loop``), the outermost run's rule; with none left, recorded (``_record``).
+LOOP = FunctionOp('while_loop', lambda leaves, p: _record(p['cond'], p['body'], list(leaves)),
+                  {'forward': _forward, 'reverse': _reverse, 'batch': _loop_batched,
+                   'taylor': _unroll})
 
 
 def _compile_loop(cond, body, n, nc, nargs, safe):

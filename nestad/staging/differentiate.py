@@ -1,7 +1,8 @@
 """A staged function called with perturbed arguments: its derivatives are staged too.
 
-For the outermost perturbation ``t`` among the arguments (the same outermost-first
-rule as lifting), a staged ``f`` behaves as a primitive whose rules are staged:
+A staged ``f`` is the ``FunctionOp`` ``STAGED`` applied through ``bind``: for the
+outermost perturbation ``t`` among the arguments, its rule for that interpretation is
+staged:
 
 * ``t`` is a forward run: one call of the staged ``jvp`` of ``f``
   (``(primals, tangents) -> (out, out tangent)``), and the output is ``out + out
@@ -17,37 +18,51 @@ staged functions like any other, so they peel those off the same way, one run at
 time.  Inside a trace, arguments are tracers under the perturbations, and the staged
 jvp/vjp are traced through.
 """
-from ..custom import (apply, forward_result, jvp_of, peel, reads_closure, recomputing_cells,
-                      runs_through, vjp_of)
-from ..batching import batch_of, batched_top
+from ..custom import apply, forward_result, jvp_of, reads_closure, recomputing_cells, vjp_of
+from ..batching import batch_of
+from ..interpret import FunctionOp, bind
 from ..structures import tree_map
-from ..values import Batched, Perturbed
+from ..values import Batched
 from .randomness import is_generator, restore, states
 from .stage import DERIVED_SIZE
 from .tracing import closure_error
 
 
 def call_perturbed(staged, leaves, tree, mask=None):
-    if runs_through(leaves):       # Taylor mode: the function itself on the jets
-        return apply(staged.f, tree, leaves)
-    top = batched_top(leaves)
-    if top is not None:
-        # vmap: the staged batched f (vmap of f, staged like jvp and vjp) on the stacked values
-        carried = tuple(isinstance(x, Perturbed) and x.tag == top for x in leaves)
-        out = _derived(staged, 'batch', tree, carried, mask)(
-            [x.primal if c else x for x, c in zip(leaves, carried)])
-        return tree_map(lambda o: Batched(top, o), out)
-    top, carried, primals, forward = peel(leaves)
-    # A result carrying run ``top`` (or a later one) although ``f`` ran on primals without
-    # it: ``f`` read a value of that run from its closure.  The rules, applied from the
-    # arguments alone, would drop that dependence (a silent wrong derivative when ``f`` is
-    # traced through inside another trace, where no output check sees it).
-    if forward:
-        tangents = [x.tangent for x, c in zip(leaves, carried) if c]
-        out, tangent = _derived(staged, 'jvp', tree, carried, mask)(primals, tangents)
-        if reads_closure((out, tangent), top):
-            raise closure_error()
-        return forward_result(top, out, tangent)
+    return bind(STAGED, leaves, dict(staged=staged, tree=tree, mask=mask))
+
+
+def _run_function(top, leaves, carried, primals, params):
+    """Taylor mode: the function itself on the jets."""
+    return apply(params['staged'].f, params['tree'], leaves)
+
+
+def _batch(top, leaves, carried, primals, params):
+    """vmap: the staged batched f (vmap of f, staged like jvp and vjp) on the stacked values."""
+    out = _derived(params['staged'], 'batch', params['tree'], carried, params['mask'])(
+        list(primals))
+    return tree_map(lambda o: Batched(top, o), out)
+
+
+# A result carrying run ``top`` (or a later one) although ``f`` ran on primals without
+# it: ``f`` read a value of that run from its closure.  The rules, applied from the
+# arguments alone, would drop that dependence (a silent wrong derivative when ``f`` is
+# traced through inside another trace, where no output check sees it).
+
+def _forward(top, leaves, carried, primals, params):
+    """One call of the staged jvp."""
+    tangents = [x.tangent for x, c in zip(leaves, carried) if c]
+    out, tangent = _derived(params['staged'], 'jvp', params['tree'], carried, params['mask'])(
+        list(primals), tangents)
+    if reads_closure((out, tangent), top):
+        raise closure_error()
+    return forward_result(top, out, tangent)
+
+
+def _reverse(top, leaves, carried, primals, params):
+    """f staged on the primals; tape cells whose partials call the staged vjp."""
+    staged, tree, mask = params['staged'], params['tree'], params['mask']
+    primals = list(primals)
     generators = [x for x in primals if is_generator(x)]
     before = states(generators)
     out = apply(staged, tree, primals)
@@ -57,6 +72,12 @@ def call_perturbed(staged, leaves, tree, mask=None):
     if generators:
         pullback = _replaying(pullback, generators, before)
     return recomputing_cells(top, leaves, carried, primals, out, pullback, "a staged function")
+
+
+STAGED = FunctionOp('stage',
+                   lambda leaves, p: apply(p['staged'], p['tree'], list(leaves)),
+                   {'forward': _forward, 'reverse': _reverse, 'batch': _batch,
+                    'taylor': _run_function})
 
 
 def _replaying(pullback, generators, before):
