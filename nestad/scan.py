@@ -13,6 +13,7 @@ of each leaf, and writes the step's ``y`` into row ``i`` of buffers for the stac
 import numpy as np
 
 from .errors import InvalidInputError
+from .revolve import check_checkpoints
 from .staging.control import while_loop
 from .staging.loops import row, row_set
 from .structures import flatten
@@ -20,9 +21,11 @@ from .tracer import active, is_tracer
 from .values import primal_value
 
 
-def fori_loop(lower, upper, body, init_val):
+def fori_loop(lower, upper, body, init_val, checkpoints=None):
     """``for i in range(lower, upper): val = body(i, val)``; returns ``val`` (JAX's
-    ``lax.fori_loop``).  ``lower`` and ``upper`` are integers (traced ones too)."""
+    ``lax.fori_loop``).  ``lower`` and ``upper`` are integers (traced ones too).
+    ``checkpoints=N``: reverse mode keeps at most N states (``while_loop``'s)."""
+    check_checkpoints("fori_loop", checkpoints)
     for name, b in (("lower", lower), ("upper", upper)):
         v = primal_value(b)
         if isinstance(v, (bool, np.bool_)) or not (
@@ -33,15 +36,18 @@ def fori_loop(lower, upper, body, init_val):
                 "pass the loop bounds as ints")
     lower, upper = primal_value(lower), primal_value(upper)
     _, out = while_loop(lambda s: s[0] < upper, lambda s: (s[0] + 1, body(s[0], s[1])),
-                        (lower, init_val))
+                        (lower, init_val), checkpoints=checkpoints)
     return out
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, checkpoints=None):
     """``(carry, ys)``: ``carry, y = f(carry, x)`` for each ``x`` along the leading axis
     of ``xs`` (a structure of arrays), the ``y``s stacked (JAX's ``lax.scan``).  ``xs``
     None: ``length`` steps with ``x`` None; ``reverse``: from the last row to the first
-    (``ys`` still in the order of ``xs``)."""
+    (``ys`` still in the order of ``xs``).  ``checkpoints=N``: reverse mode keeps at most
+    N states of the loop (the carry and the ys' buffers) and recomputes the others
+    (``while_loop``'s); eagerly too, where it then runs as that loop."""
+    checkpoints = check_checkpoints("scan", checkpoints)
     x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
     n = _length(x_leaves, length)
     if n == 0:
@@ -49,7 +55,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
                                 "ys is unknown; give at least one step")
     traced = active() is not None or any(is_tracer(primal_value(v))
                                         for v in flatten((init, xs))[0])
-    if not traced:
+    if not traced and checkpoints is None:
         return _eager(f, init, x_leaves, x_tree, n, reverse)
 
     def x_at(xl, j):
@@ -68,7 +74,8 @@ def scan(f, init, xs=None, length=None, reverse=False):
         if _signature(tree) != _signature(y_tree):
             raise InvalidInputError("scan: f returned ys of different structures in two steps")
         return i + 1, carry, [row_set(bb, j, yy) for bb, yy in zip(b, ys)], xl
-    _, carry, bufs, _ = while_loop(lambda s: s[0] < n, body, (0, init, bufs, list(x_leaves)))
+    _, carry, bufs, _ = while_loop(lambda s: s[0] < n, body, (0, init, bufs, list(x_leaves)),
+                                   checkpoints=checkpoints)
     return carry, None if y_tree is None else y_tree.build(bufs)
 
 

@@ -45,7 +45,7 @@ from ..arrays import VJP, ArrayPrimitive, apply, make_cell
 from ..errors import InvalidInputError
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Var, active, is_tracer, resolve
-from ..values import Perturbed, primal_value
+from ..values import Batched, Perturbed, primal_value
 
 # The forward-direction rule below this many input scalars (see the module docstring;
 # measured in benchmarks/loops.py).
@@ -66,18 +66,33 @@ def use_adjoint(primals, carried, slots, body_f):
 
 
 def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
-    """Tape cells of run ``top`` for the loop's final state, by the adjoint rule."""
+    """Tape cells of run ``top`` for the loop's final state, by the adjoint rule: every
+    iterate stored, or at most ``checkpoints`` of them (``checkpoints_of(body_f)``) and
+    the rest recomputed by the binomial schedule (``_Revolve``)."""
     probe = body_f(list(primals))
     vary = [k for k, (o, p) in enumerate(zip(probe, primals)) if o is not p]
-    res = stash(cond_f, body_f, list(primals), vary)
     n = len(primals)
-    finals, trips, stacks = res[:n], res[n], dict(zip(vary, res[n + 1:]))
-    inputs = [k for k in slots if carried[k]]
     shapes = [np.shape(primal_value(primals[k])) for k in slots]
-    sizes = [int(np.prod(s)) for s in shapes]
+    checkpoints = checkpoints_of(body_f)
+    if checkpoints is None:
+        res = stash(cond_f, body_f, list(primals), vary)
+        finals, trips, stacks = res[:n], res[n], dict(zip(vary, res[n + 1:]))
+        pull = _Backward(body_f, primals, slots, shapes, trips, stacks)
+    else:                         # the forward loop only counts its trips
+        res = stash(cond_f, body_f, list(primals), ())
+        finals, trips = res[:n], res[n]
+        pull = _Revolve(body_f, primals, slots, shapes, trips, vary, checkpoints)
+    return hub_cells(top, leaves, finals, primals, carried, slots, pull)
+
+
+def hub_cells(top, leaves, finals, primals, carried, slots, pull):
+    """The final leaves as cells of run ``top`` whose one partial goes to a hub cell, whose
+    partials ask ``pull.cotangents(g)`` (the backward loop, run once for all leaves)."""
+    inputs = [k for k in slots if carried[k]]
+    sizes = [int(np.prod(np.shape(primal_value(primals[k])))) for k in slots]
     offsets = np.cumsum([0] + sizes)
+    pull.offsets = offsets
     hub_value = np.zeros(int(offsets[-1]))
-    pull = _Backward(body_f, primals, slots, shapes, offsets, trips, stacks)
     hub = make_cell(top, hub_value, tuple(
         (leaves[k], VJP(_input_rule, (), hub_value, dict(pull=pull, j=slots.index(k))))
         for k in inputs))
@@ -87,6 +102,18 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
             _place_rule, (), finals[k], dict(start=int(offsets[j]), size=sizes[j],
                                               total=int(offsets[-1])))),))
     return cells
+
+
+def checkpoints_of(body_f):
+    """The ``checkpoints`` a loop was given (None: keep every iterate); loops derived
+    from it (the tangent loop, vmap's loop, the backward loop) carry it on their body."""
+    return getattr(body_f, 'checkpoints', None)
+
+
+def with_checkpoints(fn, checkpoints):
+    if checkpoints is not None:
+        fn.checkpoints = checkpoints
+    return fn
 
 
 def _place_rule(g, out, start, size, total):
@@ -100,54 +127,197 @@ def _input_rule(g, out, pull, j):
 
 
 class _Backward:
-    """The backward loop, run once per hub cotangent (the reverse phase asks each
-    input's partial in turn).  Its body, one step back through the loop, is traced as a
-    program now, while the runs the loop's body makes (a forward run peeled before this
-    one, in reverse over forward) are alive; the reverse phase comes after they end."""
+    """The backward loop over every stored iterate, run once per hub cotangent (the
+    reverse phase asks each input's partial in turn).  Its body, one step back through
+    the loop, is traced as a program now, while the runs the loop's body makes (a forward
+    run peeled before this one, in reverse over forward) are alive; the reverse phase
+    comes after they end."""
 
-    def __init__(self, body_f, primals, slots, shapes, offsets, trips, stacks):
-        from ..operators import vjp
-        from .control import _float_dtype, _like, _sub_program
-        self.primals, self.slots, self.shapes, self.offsets = primals, slots, shapes, offsets
-        self.trips, self.last = trips, None
+    def __init__(self, body_f, primals, slots, shapes, trips, stacks):
+        self.primals, self.slots, self.shapes = primals, slots, shapes
+        self.trips, self.last, self.checkpoints = trips, None, checkpoints_of(body_f)
 
         def step(state):
             i = state[0] - 1
-            gs = state[1:]
             args = [row(stacks[k], i) if k in stacks else p for k, p in enumerate(primals)]
-
-            def f(*xs):
-                a = list(args)
-                for k, x in zip(slots, xs):
-                    a[k] = x
-                out = body_f(a)
-                return [out[k] for k in slots]
-            _, pullback = vjp(f, *[args[k] for k in slots])
-            return [i] + [_like(c, g_) for c, g_ in zip(pullback(list(gs)), gs)]
-        examples = [trips.val if is_tracer(trips) else trips] + [
-            np.zeros(s, _float_dtype(primals[k])) if s else _float_dtype(primals[k]).type(0)
-            for k, s in zip(slots, shapes)]
-        self.step, self.captures = _sub_program(active(), step, examples,
-                                                "the adjoint of a while_loop's body")
+            return [i] + _step_back(body_f, args, slots, state[1:])
+        examples = [_example(trips)] + _cotangent_examples(primals, slots, shapes)
+        self.step, self.captures = _traced(step, examples, "the adjoint of a while_loop's body")
 
     def cotangents(self, g):
         if self.last is not None and self.last[0] is g:
             return self.last[1]
-        from .. import numpy as anp
-        from .control import _in_dtype_of, _loop
-        g0 = []
-        for j, k in enumerate(self.slots):
-            a, b = int(self.offsets[j]), int(self.offsets[j + 1])
-            seg = anp.reshape(anp.getitem(g, slice(a, b)), self.shapes[j]) if self.shapes[j] \
-                else anp.getitem(g, a)
-            g0.append(_in_dtype_of(seg, self.primals[k]))
+        from .control import _loop
+        g0 = _segments(g, self)
         m, prog = 1 + len(g0), self.step
 
         def body(ls):           # the captured values ride along, unchanged (see WhileLoop.lifted)
             return list(prog.run_flat(list(ls), lifted=True)) + list(ls[m:])
-        final = _loop(lambda ls: ls[0] > 0, body, [self.trips] + g0 + list(self.captures))
+        final = _loop(lambda ls: ls[0] > 0, with_checkpoints(body, self.checkpoints),
+                      [self.trips] + g0 + list(self.captures))
         self.last = (g, final[1:m])
         return self.last[1]
+
+
+class _Revolve:
+    """The backward loop with at most ``checkpoints`` stored states (``nestad.revolve``'s
+    binomial schedule): one iteration per step reversed, last first, each restoring a
+    stored state, advancing and storing as the plan says (inner loops), then stepping
+    back through the body at the state reached.  The states are those of the slots the
+    body changes (``vary``), in one buffer per slot of ``checkpoints`` rows, row 0 the
+    initial state.  The stepping back and the advance are traced as programs now, as in
+    ``_Backward``; the plan is computed from the trip count when the loop runs (``PLAN``)."""
+
+    def __init__(self, body_f, primals, slots, shapes, trips, vary, checkpoints):
+        self.primals, self.slots, self.shapes = primals, slots, shapes
+        self.trips, self.vary, self.checkpoints, self.last = trips, vary, checkpoints, None
+
+        def state(xs):
+            args = list(primals)
+            for k, x in zip(vary, xs):
+                args[k] = x
+            return args
+
+        def back(ins):
+            return _step_back(body_f, state(ins[:len(vary)]), slots, ins[len(vary):])
+
+        def advance(xs):
+            out = body_f(state(xs))
+            return [out[k] for k in vary]
+        xs = [_example(primals[k]) for k in vary]
+        self.back, self.back_caps = _traced(
+            back, xs + _cotangent_examples(primals, slots, shapes),
+            "the adjoint of a while_loop's body")
+        self.advance, self.advance_caps = _traced(advance, xs, "a while_loop's body")
+
+    def cotangents(self, g):
+        if self.last is not None and self.last[0] is g:
+            return self.last[1]
+        from .control import _loop
+        g0 = _segments(g, self)
+        nv, ng = len(self.vary), len(g0)
+        plan = list(revolve_plan(self.trips, self.checkpoints))
+        bufs = []
+        for k in self.vary:
+            p = self.primals[k]
+            ex = _example(p)
+            bufs.append(row_set(np.zeros((self.checkpoints,) + np.shape(ex), np.result_type(ex)),
+                                0, p))
+        back, advance = self.back, self.advance
+        nb, na = len(self.back_caps), len(self.advance_caps)
+        fixed = plan + list(self.back_caps) + list(self.advance_caps)
+
+        def body(ls):
+            j, k, gs, bs = ls[0], ls[1], ls[2:2 + ng], ls[2 + ng:2 + ng + nv]
+            rest = ls[2 + ng + nv:]
+            restore, first, count, final, gap, slot = rest[:6]
+            back_caps, advance_caps = rest[6:6 + nb], rest[6 + nb:6 + nb + na]
+            xs = [row(b, row(restore, j)) for b in bs]
+            end = k + row(count, j)
+
+            def store(s):
+                xs = _advance(advance, advance_caps, s[1:1 + nv], row(gap, s[0]))
+                at = row(slot, s[0])
+                return [s[0] + 1] + xs + [row_set(b, at, x) for b, x in zip(s[1 + nv:], xs)]
+            s = _loop(lambda s: s[0] < end, store, [k] + xs + bs)
+            k, xs, bs = s[0], s[1:1 + nv], s[1 + nv:]
+            xs = _advance(advance, advance_caps, xs, row(final, j))
+            gs = back.run_flat(list(xs) + list(gs) + list(back_caps), lifted=True)
+            return [j + 1, k] + list(gs) + list(bs) + list(rest)
+        trips = self.trips
+        out = _loop(lambda ls: ls[0] < trips, with_checkpoints(body, self.checkpoints),
+                    [0, 0] + g0 + bufs + fixed)
+        self.last = (g, out[2:2 + ng])
+        return self.last[1]
+
+
+def _advance(prog, caps, xs, steps):
+    """``steps`` steps of the body (``prog``, on the changing slots) from ``xs``."""
+    from .control import _loop
+    nv = len(xs)
+    out = _loop(lambda s: s[0] < steps,
+                lambda s: [s[0] + 1] + list(prog.run_flat(list(s[1:1 + nv]) + list(caps),
+                                                          lifted=True)),
+                [0] + list(xs))
+    return out[1:]
+
+
+def _step_back(body_f, args, slots, gs):
+    """The slots' cotangents before one body step at state ``args``, given ``gs`` after."""
+    from ..operators import vjp
+    from .control import _like
+
+    def f(*xs):
+        a = list(args)
+        for k, x in zip(slots, xs):
+            a[k] = x
+        out = body_f(a)
+        return [out[k] for k in slots]
+    _, pullback = vjp(f, *[args[k] for k in slots])
+    return [_like(c, g_) for c, g_ in zip(pullback(list(gs)), gs)]
+
+
+def _example(x):
+    return x.val if is_tracer(x) else primal_value(x)
+
+
+def _cotangent_examples(primals, slots, shapes):
+    from .control import _float_dtype
+    return [np.zeros(s, _float_dtype(primals[k])) if s else _float_dtype(primals[k]).type(0)
+            for k, s in zip(slots, shapes)]
+
+
+def _traced(fn, examples, purpose):
+    from .control import _sub_program
+    return _sub_program(active(), fn, examples, purpose)
+
+
+def _segments(g, pull):
+    """The hub's cotangent ``g`` cut into the slots' cotangents."""
+    from .. import numpy as anp
+    from .control import _in_dtype_of
+    out = []
+    for j, k in enumerate(pull.slots):
+        a, b = int(pull.offsets[j]), int(pull.offsets[j + 1])
+        seg = anp.reshape(anp.getitem(g, slice(a, b)), pull.shapes[j]) if pull.shapes[j] \
+            else anp.getitem(g, a)
+        out.append(_in_dtype_of(seg, pull.primals[k]))
+    return out
+
+
+# ---------------------------------------------------------------- the plan as a value
+
+class RevolvePlan:
+    """``nestad.revolve``'s plan for a trip count known when the program runs: its six
+    integer arrays (their lengths follow the trip count; the program only reads rows)."""
+    name = 'revolve_plan'
+    emit = None
+
+    @staticmethod
+    def plain(trips, slots):
+        from ..revolve import plan
+        return list(plan(trips, slots).arrays())
+
+    def lifted(self, trips, slots):
+        return revolve_plan(trips, slots)
+
+    def __reduce__(self):
+        return 'PLAN'
+
+    def __repr__(self):
+        return '<revolve plan>'
+
+
+PLAN = RevolvePlan()
+
+
+def revolve_plan(trips, slots):
+    """The plan's arrays for ``trips`` steps and ``slots`` states; recorded if traced."""
+    if not is_tracer(trips):
+        return PLAN.plain(trips, slots)
+    outer, args = resolve([trips])
+    res = PLAN.plain(trips.val, slots)
+    return outer.record(PLAN, args, dict(slots=slots), None, tree=(res, flatten(res)[1]))
 
 
 # ---------------------------------------------------------------- rows of a stack
@@ -336,9 +506,85 @@ def _compile(cond, body, n, nc, vary, nargs):
     return compile_python(prog, "stash")[0]
 
 
+# ---------------------------------------------------------------- eager, checkpointed
+
+def eager_checkpointed(cond, body, state, checkpoints):
+    """``while_loop`` run eagerly under a reverse run with at most ``checkpoints`` states
+    kept: the loop runs on the primal values (no tape), counting its trips; the final
+    leaves are hub cells (as in ``reverse``) whose backward pass follows the binomial
+    schedule, stepping back through the body with ``vjp`` one step at a time.  None
+    where Python's loop is the rule (no reverse run outermost: forward mode keeps no
+    tape; vmap; Taylor mode; a body reading a value of the run from its closure)."""
+    from ..batching import batched_top
+    from ..custom import peel, reads_closure, runs_through
+    from .control import _check_step, _constant_int, _is_float
+    leaves, tree = flatten(state)
+    if not any(isinstance(x, Perturbed) for x in leaves) or runs_through(leaves) or \
+            batched_top(leaves) is not None:
+        return None
+    leaves = [_constant_int(k, x) for k, x in enumerate(leaves)]
+    top, carried, primals, forward = peel(leaves)
+    if forward:
+        return None
+    trips, x = 0, list(primals)
+    while True:
+        c = cond(tree.build(x))
+        if primal_value(c).__class__ is Batched:    # an older vmap: its loop (control.py)
+            return None
+        if not c:
+            break
+        new = body(tree.build(x))
+        if trips == 0:
+            _check_step(tree.build(x), new, InvalidInputError)
+            if reads_closure(new, top):
+                import warnings
+                warnings.warn("while_loop: the body reads a value being differentiated from "
+                              "its closure, so the loop keeps its tape (checkpoints= is not "
+                              "applied); pass that value in the state", stacklevel=3)
+                return None
+        x, trips = flatten(new)[0], trips + 1
+    slots = [k for k, v in enumerate(leaves) if _is_float(v)]
+    shapes = [np.shape(primal_value(primals[k])) for k in slots]
+
+    def body_f(ls):
+        return flatten(body(tree.build(ls)))[0]
+    pull = _EagerRevolve(body_f, primals, slots, shapes, trips, checkpoints)
+    return tree.build(hub_cells(top, leaves, x, primals, carried, slots, pull))
+
+
+class _EagerRevolve:
+    """The eager backward pass: the plan's sweeps in Python, states as lists of leaves
+    (a leaf the body leaves unchanged is shared, not copied)."""
+
+    def __init__(self, body_f, primals, slots, shapes, trips, checkpoints):
+        self.body_f, self.primals, self.slots, self.shapes = body_f, primals, slots, shapes
+        self.trips, self.checkpoints, self.last = trips, checkpoints, None
+
+    def cotangents(self, g):
+        if self.last is not None and self.last[0] is g:
+            return self.last[1]
+        from ..revolve import plan
+        gs = _segments(g, self)
+        stored = [None] * self.checkpoints
+        stored[0] = list(self.primals)
+        for restore, stores, final in plan(self.trips, self.checkpoints).sweeps():
+            x = stored[restore]
+            for gap, slot in stores:
+                x = self._advance(x, gap)
+                stored[slot] = x
+            gs = _step_back(self.body_f, self._advance(x, final), self.slots, gs)
+        self.last = (g, gs)
+        return gs
+
+    def _advance(self, x, steps):
+        for _ in range(steps):
+            x = self.body_f(x)
+        return x
+
+
 # ---------------------------------------------------------------- closure conversion
 
-def closure_converted(cond, body, state):
+def closure_converted(cond, body, state, checkpoints=None):
     """``while_loop(cond, body, state)`` with the perturbed values that ``cond`` and
     ``body`` read from their closures (found through closure cells, the functions those
     hold, and lists, tuples and dicts in them) made extra, unchanged, loop state: copies
@@ -370,6 +616,7 @@ def closure_converted(cond, body, state):
             raise StagingError("while_loop: the body must return a state of the same "
                                "structure as it was given")
         return out_leaves + list(ls[len(ls) - len(extra):])
+    body_flat.checkpoints = checkpoints
     try:
         return tree.build(_loop(cond_flat, body_flat, leaves))[0]
     except _Unroll:
