@@ -21,9 +21,9 @@ from a stored one.  The schedule here recomputes the fewest body steps possible
 
 The schedule is a list of *sweeps*, one per step reversed, last step first: restore a
 stored state, then a few times advance some steps and store the state reached in a
-slot, then advance to the step and reverse it.  ``Plan`` holds it as integer arrays, so
-that a staged loop can read it row by row (``nestad.staging.loops``) and the eager loop
-likewise.
+slot, then advance to the step and reverse it.  ``schedule`` gives it as integer arrays, so
+that a staged loop can read it row by row (``nestad.staging.loops``); the eager loop
+reads the same arrays.
 """
 from math import comb
 
@@ -60,71 +60,51 @@ def _split(l, s):
     return min(reversible(s, r - 1), l - reversible(s - 1, r - 1), l - 1)
 
 
-class Plan:
-    """The schedule for ``steps`` steps and ``slots`` states, as integer arrays.
-
-    Sweep ``j`` reverses step ``steps - 1 - j``: it restores slot ``restore[j]``, then for
-    each ``k`` in ``range(first[j], first[j] + count[j])`` advances ``gap[k]`` steps and
-    stores the state in slot ``slot[k]``, then advances ``final[j]`` steps and reverses
-    the step it reached.  Slot 0 holds the initial state."""
-
-    def __init__(self, steps, slots):
-        restore, first, count, final, gap, slot = [], [], [], [], [], []
-        free = list(range(slots - 1, 0, -1))
-        # ranges left to reverse: (start, length, slot holding the start, free slots,
-        # slot to free when the range comes up: the one stored inside it before)
-        pending = [(0, steps, 0, slots - 1, None)] if steps else []
-        while pending:
-            pos, l, at, s, done = pending.pop()
-            if done is not None:
-                free.append(done)
-            restore.append(at)
-            first.append(len(gap))
-            while l > 1 and s > 0:
-                m = _split(l, s)
-                new = free.pop()
-                gap.append(m)
-                slot.append(new)
-                pending.append((pos, m, at, s, new))
-                pos, l, at, s = pos + m, l - m, new, s - 1
-            count.append(len(gap) - first[-1])
-            final.append(l - 1)
-            if l > 1:                      # no slot free: the next sweep restarts here
-                pending.append((pos, l - 1, at, 0, None))
-        self.steps, self.slots = steps, slots
-        as_ints = (lambda v: np.array(v, dtype=np.int64))
-        self.restore, self.first, self.count = as_ints(restore), as_ints(first), as_ints(count)
-        self.final, self.gap, self.slot = as_ints(final), as_ints(gap), as_ints(slot)
-
-    def arrays(self):
-        """The six arrays, each with one more row of zeros: a traced loop body is run
-        once on the example state, which reads row 0 even of a plan with no sweeps or
-        no stores."""
-        return tuple(np.append(a, 0) for a in (self.restore, self.first, self.count,
-                                               self.final, self.gap, self.slot))
-
-    def sweeps(self):
-        """``(restore, [(gap, slot), ...], final)`` for each sweep, in order."""
-        for j in range(len(self.restore)):
-            a = int(self.first[j])
-            stores = list(zip(self.gap[a:a + self.count[j]].tolist(),
-                              self.slot[a:a + self.count[j]].tolist()))
-            yield int(self.restore[j]), stores, int(self.final[j])
+def schedule(steps, slots):
+    """The schedule for ``steps`` steps and ``slots`` states as six integer arrays
+    ``(restore, first, count, final, gap, slot)``: sweep ``j`` reverses step
+    ``steps - 1 - j``; it restores slot ``restore[j]``, then for each ``k`` in
+    ``range(first[j], first[j] + count[j])`` advances ``gap[k]`` steps and stores the
+    state in slot ``slot[k]``, then advances ``final[j]`` steps and reverses the step it
+    reached.  Slot 0 holds the initial state."""
+    restore, first, count, final, gap, slot = [], [], [], [], [], []
+    free = list(range(slots - 1, 0, -1))
+    # ranges left to reverse, the last first: (start, length, slot holding the start,
+    # free slots, the slot to free when it comes up: the one stored inside it before)
+    pending = [(0, steps, 0, slots - 1, None)] if steps else []
+    while pending:
+        pos, l, at, s, done = pending.pop()
+        if done is not None:
+            free.append(done)
+        restore.append(at)
+        first.append(len(gap))
+        while l > 1 and s > 0:
+            m = _split(l, s)
+            new = free.pop()
+            gap.append(m)
+            slot.append(new)
+            pending.append((pos, m, at, s, new))
+            pos, l, at, s = pos + m, l - m, new, s - 1
+        count.append(len(gap) - first[-1])
+        final.append(l - 1)
+        if l > 1:                      # no slot free: the next sweep restarts here
+            pending.append((pos, l - 1, at, 0, None))
+    return tuple(np.array(v, dtype=np.int64) for v in (restore, first, count, final, gap, slot))
 
 
-_PLANS = {}
-
-
-def plan(steps, slots):
-    """The ``Plan`` for ``steps`` and ``slots``, made once (a loop reversed again with the
-    same trip count reuses it)."""
+def plan_arrays(steps, slots, _cache={}):
+    """``schedule(steps, slots)``, each array with one more row of zeros (a traced loop
+    body runs once on the example state, which reads row 0 even of a plan with no sweeps
+    or no stores), made once per ``(steps, slots)``: a loop reversed again with the same
+    trip count reuses it.  (The staged backward loop's plain implementation, so no class
+    and no module state: ``nestad.export`` copies it by its source.)"""
     key = (int(steps), int(slots))
-    p = _PLANS.get(key)
-    if p is None:
-        if len(_PLANS) > 64:
-            _PLANS.clear()
-        p = _PLANS[key] = Plan(*key)
-    return p
+    found = _cache.get(key)
+    if found is None:
+        if len(_cache) > 64:
+            _cache.clear()
+        found = _cache[key] = tuple(np.append(a, 0) for a in schedule(*key))
+    return found
 
 
 def check_checkpoints(op, checkpoints):

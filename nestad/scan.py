@@ -35,8 +35,11 @@ def fori_loop(lower, upper, body, init_val, checkpoints=None):
                 f"fori_loop: {name} must be an integer, not {type(v).__name__} {v!r:.30}; "
                 "pass the loop bounds as ints")
     lower, upper = primal_value(lower), primal_value(upper)
-    _, out = while_loop(lambda s: s[0] < upper, lambda s: (s[0] + 1, body(s[0], s[1])),
-                        (lower, init_val), checkpoints=checkpoints)
+    def step(s):
+        return s[0] + 1, body(s[0], s[1])
+    if isinstance(lower, (int, np.integer)) and isinstance(upper, (int, np.integer)):
+        step.known_trips = max(0, int(upper) - int(lower))   # (checkpoints placed as it runs)
+    _, out = while_loop(lambda s: s[0] < upper, step, (lower, init_val), checkpoints=checkpoints)
     return out
 
 
@@ -74,6 +77,7 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoints=None):
         if _signature(tree) != _signature(y_tree):
             raise InvalidInputError("scan: f returned ys of different structures in two steps")
         return i + 1, carry, [row_set(bb, j, yy) for bb, yy in zip(b, ys)], xl
+    body.known_trips = n
     _, carry, bufs, _ = while_loop(lambda s: s[0] < n, body, (0, init, bufs, list(x_leaves)),
                                    checkpoints=checkpoints)
     return carry, None if y_tree is None else y_tree.build(bufs)

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..arrays import VJP, ArrayPrimitive, apply, make_cell
 from ..errors import InvalidInputError
+from ..revolve import plan_arrays
 from ..structures import flatten
 from ..tracer import Eqn, StagingError, Var, active, is_tracer, resolve
 from ..values import Batched, Perturbed, primal_value
@@ -78,10 +79,16 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
         res = stash(cond_f, body_f, list(primals), vary)
         finals, trips, stacks = res[:n], res[n], dict(zip(vary, res[n + 1:]))
         pull = _Backward(body_f, primals, slots, shapes, trips, stacks)
-    else:                         # the forward loop only counts its trips
+    elif known_trips(body_f) is None:         # the forward loop only counts its trips
         res = stash(cond_f, body_f, list(primals), ())
         finals, trips = res[:n], res[n]
         pull = _Revolve(body_f, primals, slots, shapes, trips, vary, checkpoints)
+    else:          # the forward loop stores the states of the schedule's first sweep
+        first = first_sweep(known_trips(body_f), checkpoints)
+        res = stash(cond_f, body_f, list(primals), vary, keep=first[0])  # (the steps)
+        finals, trips = res[:n], res[n]
+        pull = _Revolve(body_f, primals, slots, shapes, trips, vary, checkpoints,
+                        (first, dict(zip(vary, res[n + 1:]))))
     return hub_cells(top, leaves, finals, primals, carried, slots, pull)
 
 
@@ -110,9 +117,44 @@ def checkpoints_of(body_f):
     return getattr(body_f, 'checkpoints', None)
 
 
-def with_checkpoints(fn, checkpoints):
-    if checkpoints is not None:
-        fn.checkpoints = checkpoints
+def known_trips(body_f):
+    """The loop's trip count if known before it runs (``scan``, ``fori_loop`` with int
+    bounds: their body says so as ``known_trips``), else None."""
+    return getattr(body_f, 'known_trips', None)
+
+
+def first_sweep(trips, slots):
+    """``(steps, where, plan)`` for a trip count known in advance: the steps before which
+    the forward loop stores the state (the first sweep's stores, so that the backward
+    loop need not advance to them), the slots they go to, and the plan's arrays without
+    those stores.  The first
+    sweep then restores the last of them, and stores it again where it is (a store of
+    0 steps: the example state a loop body is traced on reads that row)."""
+    restore, first, count, final, gap, slot = plan_arrays(trips, slots)
+    c = int(count[0]) if trips else 0
+    steps = tuple(int(x) for x in np.cumsum(gap[:c]))
+    where = tuple(int(x) for x in slot[:c])
+    if c:
+        restore, count = restore.copy(), count.copy()
+        restore[0], count[0] = slot[c - 1], 1
+        gap = np.concatenate([[0], gap[c:]])
+        slot = np.concatenate([slot[c - 1:c], slot[c:]])
+    return steps, where, (restore, first, count, final, gap, slot)
+
+
+# The options of a loop's reverse rule, carried as attributes of its body function (and
+# of the bodies of the loops derived from it) and as parameters of its WHILE equation.
+OPTIONS = ('checkpoints', 'known_trips')
+
+
+def options(body_f):
+    return {k: getattr(body_f, k) for k in OPTIONS if getattr(body_f, k, None) is not None}
+
+
+def with_options(fn, opts):
+    for k, v in opts.items():
+        if v is not None:
+            setattr(fn, k, v)
     return fn
 
 
@@ -153,7 +195,7 @@ class _Backward:
 
         def body(ls):           # the captured values ride along, unchanged (see WhileLoop.lifted)
             return list(prog.run_flat(list(ls), lifted=True)) + list(ls[m:])
-        final = _loop(lambda ls: ls[0] > 0, with_checkpoints(body, self.checkpoints),
+        final = _loop(lambda ls: ls[0] > 0, with_options(body, dict(checkpoints=self.checkpoints)),
                       [self.trips] + g0 + list(self.captures))
         self.last = (g, final[1:m])
         return self.last[1]
@@ -168,9 +210,10 @@ class _Revolve:
     initial state.  The stepping back and the advance are traced as programs now, as in
     ``_Backward``; the plan is computed from the trip count when the loop runs (``PLAN``)."""
 
-    def __init__(self, body_f, primals, slots, shapes, trips, vary, checkpoints):
+    def __init__(self, body_f, primals, slots, shapes, trips, vary, checkpoints, stored=None):
         self.primals, self.slots, self.shapes = primals, slots, shapes
         self.trips, self.vary, self.checkpoints, self.last = trips, vary, checkpoints, None
+        self.stored = stored          # (first_sweep's answer, the states the forward loop kept)
 
         def state(xs):
             args = list(primals)
@@ -196,13 +239,20 @@ class _Revolve:
         from .control import _loop
         g0 = _segments(g, self)
         nv, ng = len(self.vary), len(g0)
-        plan = list(revolve_plan(self.trips, self.checkpoints))
+        where, kept = (), {}
+        if self.stored is None:
+            plan = list(revolve_plan(self.trips, self.checkpoints))
+        else:
+            (_, where, plan), kept = self.stored
+            plan = list(plan)
         bufs = []
         for k in self.vary:
             p = self.primals[k]
             ex = _example(p)
-            bufs.append(row_set(np.zeros((self.checkpoints,) + np.shape(ex), np.result_type(ex)),
-                                0, p))
+            buf = row_set(np.zeros((self.checkpoints,) + np.shape(ex), np.result_type(ex)), 0, p)
+            for c, at in enumerate(where):          # the first sweep's, kept by the forward loop
+                buf = row_set(buf, at, row(kept[k], c))
+            bufs.append(buf)
         back, advance = self.back, self.advance
         nb, na = len(self.back_caps), len(self.advance_caps)
         fixed = plan + list(self.back_caps) + list(self.advance_caps)
@@ -225,7 +275,7 @@ class _Revolve:
             gs = back.run_flat(list(xs) + list(gs) + list(back_caps), lifted=True)
             return [j + 1, k] + list(gs) + list(bs) + list(rest)
         trips = self.trips
-        out = _loop(lambda ls: ls[0] < trips, with_checkpoints(body, self.checkpoints),
+        out = _loop(lambda ls: ls[0] < trips, with_options(body, dict(checkpoints=self.checkpoints)),
                     [0, 0] + g0 + bufs + fixed)
         self.last = (g, out[2:2 + ng])
         return self.last[1]
@@ -293,10 +343,7 @@ class RevolvePlan:
     name = 'revolve_plan'
     emit = None
 
-    @staticmethod
-    def plain(trips, slots):
-        from ..revolve import plan
-        return list(plan(trips, slots).arrays())
+    plain = staticmethod(plan_arrays)
 
     def lifted(self, trips, slots):
         return revolve_plan(trips, slots)
@@ -314,9 +361,9 @@ PLAN = RevolvePlan()
 def revolve_plan(trips, slots):
     """The plan's arrays for ``trips`` steps and ``slots`` states; recorded if traced."""
     if not is_tracer(trips):
-        return PLAN.plain(trips, slots)
+        return list(plan_arrays(trips, slots))
     outer, args = resolve([trips])
-    res = PLAN.plain(trips.val, slots)
+    res = list(plan_arrays(trips.val, slots))
     return outer.record(PLAN, args, dict(slots=slots), None, tree=(res, flatten(res)[1]))
 
 
@@ -392,13 +439,16 @@ ROW_SET.lifted = row_set
 
 # ---------------------------------------------------------------- the stored iterates
 
-def stash(cond_f, body_f, leaves, vary):
+def stash(cond_f, body_f, leaves, vary, keep=None):
     """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
-    for each slot in ``vary`` the stack of its iterates before each body step."""
+    for each slot in ``vary`` the stack of its iterates before each body step (only
+    before the steps ``keep``, a tuple of step indices, if given)."""
     from .control import traced_loop
     vals, cond_prog, cond_caps, body_prog, body_caps = traced_loop(cond_f, body_f, leaves)
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps),
                   vary=tuple(vary))
+    if keep is not None:
+        params['keep'] = tuple(keep)
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     res = STASH.plain(*[a.val if is_tracer(a) else a for a in args], **params)
     # (scalar slots' iterates come as lists: the trace sees arrays, see _stacked)
@@ -415,13 +465,14 @@ class StashLoop:
     name = 'while_stash'
     emit = None
 
-    def plain(self, *args, cond, body, n, nc, vary):
-        fast = body._compiled.get('stash')
+    def plain(self, *args, cond, body, n, nc, vary, keep=None):
+        fast = body._compiled.get(('stash', vary, keep))
         if fast is None:
-            fast = body._compiled['stash'] = _compile(cond, body, n, nc, vary, len(args))
+            fast = body._compiled[('stash', vary, keep)] = _compile(cond, body, n, nc, vary,
+                                                                   len(args), keep)
         return list(fast(*args))
 
-    def lifted(self, *args, cond, body, n, nc, vary):
+    def lifted(self, *args, cond, body, n, nc, vary, keep=None):
         if any(isinstance(a, Perturbed) for a in args):
             raise InvalidInputError(
                 "a staged program holding a loop's reverse pass (its stored iterates) was "
@@ -429,7 +480,7 @@ class StashLoop:
                 "(nestad.stage of the nested derivative)")
         return stash(lambda ls: cond.run_flat(list(ls[:n]) + list(args[n:n + nc]), lifted=True)[0],
                      lambda ls: body.run_flat(list(ls[:n]) + list(args[n + nc:]), lifted=True),
-                     list(args[:n]), vary)
+                     list(args[:n]), vary, keep)
 
     def emit_lines(self, em, eqn, indent):
         emit_stash(em, eqn, indent)
@@ -478,8 +529,10 @@ def emit_stash(em, eqn, indent):
         em.emit_eqns(sub.eqns, indent + 4, keep=keep)
         if sub is cond:
             em.lines.append(f"{pad}    if not {em.arg(cond.outputs[0])}: break")
+            if vary and 'keep' in p:
+                em.lines.append(f"{pad}    if {trips} in {em.const(p['keep'])}:")
             for r, k in zip(rows, vary):
-                em.lines.append(f"{pad}    {r}.append({state[k]})")
+                em.lines.append(f"{pad}    {'    ' if 'keep' in p else ''}{r}.append({state[k]})")
             em.lines.append(f"{pad}    {trips} += 1")
     moved = [(s, em.arg(o)) for s, o, v in zip(state, body.outputs, body.inputs) if o is not v]
     if moved:
@@ -493,7 +546,7 @@ def emit_stash(em, eqn, indent):
 
 
 
-def _compile(cond, body, n, nc, vary, nargs):
+def _compile(cond, body, n, nc, vary, nargs, keep):
     """A Python function running the loop with stored iterates on plain values."""
     from .codegen import compile_python
     from .program import Program
@@ -501,20 +554,24 @@ def _compile(cond, body, n, nc, vary, nargs):
     nout = n + 1 + len(vary)
     outs = tuple(Var((), None, True) for _ in range(nout))
     tree = flatten([0] * nout)[1]
-    eqn = Eqn(STASH, tuple(ins), dict(cond=cond, body=body, n=n, nc=nc, vary=vary), outs, tree)
+    params = dict(cond=cond, body=body, n=n, nc=nc, vary=vary)
+    if keep is not None:
+        params['keep'] = keep
+    eqn = Eqn(STASH, tuple(ins), params, outs, tree)
     prog = Program(ins, [eqn], list(outs), None, tree, None, [f"a{k}" for k in range(nargs)], None)
     return compile_python(prog, "stash")[0]
 
 
 # ---------------------------------------------------------------- eager, checkpointed
 
-def eager_checkpointed(cond, body, state, checkpoints):
+def eager_checkpointed(cond, body, state, checkpoints, known=None):
     """``while_loop`` run eagerly under a reverse run with at most ``checkpoints`` states
-    kept: the loop runs on the primal values (no tape), counting its trips; the final
-    leaves are hub cells (as in ``reverse``) whose backward pass follows the binomial
-    schedule, stepping back through the body with ``vjp`` one step at a time.  None
-    where Python's loop is the rule (no reverse run outermost: forward mode keeps no
-    tape; vmap; Taylor mode; a body reading a value of the run from its closure)."""
+    kept: the loop runs on the primal values (no tape), counting its trips (and, if they
+    are ``known``, storing the first sweep's states as it goes); the final leaves are hub
+    cells (as in ``reverse``) whose backward pass follows the binomial schedule,
+    stepping back through the body with ``vjp`` one step at a time.  None where Python's
+    loop is the rule (no reverse run outermost: forward mode keeps no tape; vmap; Taylor
+    mode; a body reading a value of the run from its closure)."""
     from ..batching import batched_top
     from ..custom import peel, reads_closure, runs_through
     from .control import _check_step, _constant_int, _is_float
@@ -526,6 +583,10 @@ def eager_checkpointed(cond, body, state, checkpoints):
     top, carried, primals, forward = peel(leaves)
     if forward:
         return None
+    steps, where, plan = first_sweep(known, checkpoints) if known is not None else \
+        ((), (), None)
+    stored = [None] * checkpoints
+    stored[0] = list(primals)
     trips, x = 0, list(primals)
     while True:
         c = cond(tree.build(x))
@@ -533,6 +594,8 @@ def eager_checkpointed(cond, body, state, checkpoints):
             return None
         if not c:
             break
+        if trips in steps:
+            stored[where[steps.index(trips)]] = x
         new = body(tree.build(x))
         if trips == 0:
             _check_step(tree.build(x), new, InvalidInputError)
@@ -543,36 +606,40 @@ def eager_checkpointed(cond, body, state, checkpoints):
                               "applied); pass that value in the state", stacklevel=3)
                 return None
         x, trips = flatten(new)[0], trips + 1
+    if known is None:
+        plan = plan_arrays(trips, checkpoints)
+    elif trips != known:
+        raise StagingError(f"internal error: a loop said to run {known} times ran {trips} times")
     slots = [k for k, v in enumerate(leaves) if _is_float(v)]
     shapes = [np.shape(primal_value(primals[k])) for k in slots]
 
     def body_f(ls):
         return flatten(body(tree.build(ls)))[0]
-    pull = _EagerRevolve(body_f, primals, slots, shapes, trips, checkpoints)
+    pull = _EagerRevolve(body_f, primals, slots, shapes, trips, stored, plan)
     return tree.build(hub_cells(top, leaves, x, primals, carried, slots, pull))
 
 
 class _EagerRevolve:
-    """The eager backward pass: the plan's sweeps in Python, states as lists of leaves
-    (a leaf the body leaves unchanged is shared, not copied)."""
+    """The eager backward pass: the plan followed in Python, a state a list of leaves (a
+    leaf the body leaves unchanged is shared, not copied)."""
 
-    def __init__(self, body_f, primals, slots, shapes, trips, checkpoints):
+    def __init__(self, body_f, primals, slots, shapes, trips, stored, plan):
         self.body_f, self.primals, self.slots, self.shapes = body_f, primals, slots, shapes
-        self.trips, self.checkpoints, self.last = trips, checkpoints, None
+        self.trips, self.stored, self.plan, self.last = trips, stored, plan, None
 
     def cotangents(self, g):
         if self.last is not None and self.last[0] is g:
             return self.last[1]
-        from ..revolve import plan
         gs = _segments(g, self)
-        stored = [None] * self.checkpoints
-        stored[0] = list(self.primals)
-        for restore, stores, final in plan(self.trips, self.checkpoints).sweeps():
-            x = stored[restore]
-            for gap, slot in stores:
-                x = self._advance(x, gap)
-                stored[slot] = x
-            gs = _step_back(self.body_f, self._advance(x, final), self.slots, gs)
+        restore, _, count, final, gap, slot = (a.tolist() for a in self.plan)
+        stored, k = list(self.stored), 0
+        for j in range(self.trips):
+            x = stored[restore[j]]
+            for _ in range(count[j]):
+                x = self._advance(x, gap[k])
+                stored[slot[k]] = x
+                k += 1
+            gs = _step_back(self.body_f, self._advance(x, final[j]), self.slots, gs)
         self.last = (g, gs)
         return gs
 
@@ -584,7 +651,7 @@ class _EagerRevolve:
 
 # ---------------------------------------------------------------- closure conversion
 
-def closure_converted(cond, body, state, checkpoints=None):
+def closure_converted(cond, body, state, opts):
     """``while_loop(cond, body, state)`` with the perturbed values that ``cond`` and
     ``body`` read from their closures (found through closure cells, the functions those
     hold, and lists, tuples and dicts in them) made extra, unchanged, loop state: copies
@@ -616,7 +683,7 @@ def closure_converted(cond, body, state, checkpoints=None):
             raise StagingError("while_loop: the body must return a state of the same "
                                "structure as it was given")
         return out_leaves + list(ls[len(ls) - len(extra):])
-    body_flat.checkpoints = checkpoints
+    with_options(body_flat, opts)
     try:
         return tree.build(_loop(cond_flat, body_flat, leaves))[0]
     except _Unroll:
