@@ -8,7 +8,11 @@ forward loop whatever ``d``:
 * forward: the loop runs once as a ``STASH`` equation, a ``while`` that also keeps
   every iterate of the state slots the body changes (``vary``) and returns them
   stacked (one array per slot, its first axis the iteration) with the trip count;
-  slots the body returns unchanged (loop invariants, captured values) are not kept;
+  slots the body returns unchanged (loop invariants, captured values) are not kept.
+  With ``checkpoints=N`` it keeps none (or, for a trip count known in advance, the
+  states the schedule's first sweep stores), and the backward loop recomputes the
+  iterates from at most N stored states by ``nestad.revolve``'s binomial schedule
+  (``_Revolve``; notes/staging.md);
 * backward: when the reverse phase reaches the loop's results, one ``nestad.while_loop``
   runs from the last iterate to the first, mapping the state's cotangent by the vjp
   of one body step at the stored iterate (the body recomputed once per step).  The
@@ -32,7 +36,7 @@ is faster with directions.  So the adjoint is chosen from ``ADJOINT_MIN_DIRECTIO
 = 8 input scalars on, and only where the primals carry no other run (its stored
 iterates are plain values) and the body does not run under a forward run's own tag
 (reverse over forward: the vjp's newer tag would sit inside that older run's values).
-Memory: one copy of the changing state per iteration (no checkpointing yet).
+Memory: one copy of the changing state per iteration, or about 4N with ``checkpoints=N``.
 
 ``closure_converted`` (at the end) lets a body read perturbed values from its closure
 without unrolling: ``while_loop`` calls it where it would otherwise unroll.
@@ -70,9 +74,16 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     """Tape cells of run ``top`` for the loop's final state, by the adjoint rule: every
     iterate stored, or at most ``checkpoints`` of them (``checkpoints_of(body_f)``) and
     the rest recomputed by the binomial schedule (``_Revolve``)."""
+    from .control import _active
     probe = body_f(list(primals))
     vary = [k for k, (o, p) in enumerate(zip(probe, primals)) if o is not p]
     n = len(primals)
+    # Only the slots that can depend on the inputs need cotangents: a slot that cannot
+    # is no function of them (its final value is a constant of the run), and no
+    # cotangent flows from it to one that can (as the forward rule's ``_active``).
+    seeds = [(np.ones if carried[k] else np.zeros)(np.shape(primal_value(primals[k])))
+             for k in slots]
+    slots = [slots[j] for j in _active(body_f, primals, slots, [seeds], None)]
     shapes = [np.shape(primal_value(primals[k])) for k in slots]
     checkpoints = checkpoints_of(body_f)
     if checkpoints is None:
@@ -455,6 +466,9 @@ def stash(cond_f, body_f, leaves, vary, keep=None):
     n = len(leaves)
     res[n + 1:] = [np.array(r, dtype=np.result_type(vals[k])) if isinstance(r, list) else r
                    for k, r in zip(vary, res[n + 1:])]
+    # (an example with no iterate gets a row of zeros: a loop body stepping back is traced
+    # on the example, reading row trips - 1 = -1 of it; the program reads no row then)
+    res[n + 1:] = [r if len(r) else np.zeros((1,) + r.shape[1:], r.dtype) for r in res[n + 1:]]
     return outer.record(STASH, args, params, None, tree=(res, flatten(list(res))[1]), cse=False)
 
 
@@ -571,23 +585,26 @@ def eager_checkpointed(cond, body, state, checkpoints, known=None):
     cells (as in ``reverse``) whose backward pass follows the binomial schedule,
     stepping back through the body with ``vjp`` one step at a time.  None where Python's
     loop is the rule (no reverse run outermost: forward mode keeps no tape; vmap; Taylor
-    mode; a body reading a value of the run from its closure)."""
+    mode; another run under this one; a body reading a value of the run from its
+    closure)."""
     from ..batching import batched_top
     from ..custom import peel, reads_closure, runs_through
-    from .control import _check_step, _constant_int, _is_float
+    from .control import _check_step, _constant_int, _is_float, _quick_key
     leaves, tree = flatten(state)
     if not any(isinstance(x, Perturbed) for x in leaves) or runs_through(leaves) or \
             batched_top(leaves) is not None:
         return None
     leaves = [_constant_int(k, x) for k, x in enumerate(leaves)]
     top, carried, primals, forward = peel(leaves)
-    if forward:
+    if forward or any(isinstance(p, Perturbed) for p in primals):
+        # (nested in another run, whose tape would hold every recomputation: more memory
+        # than Python's loop, whose tape both runs share; staged, use_adjoint says the same)
         return None
     steps, where, plan = first_sweep(known, checkpoints) if known is not None else \
         ((), (), None)
     stored = [None] * checkpoints
     stored[0] = list(primals)
-    trips, x = 0, list(primals)
+    trips, x, quick = 0, list(primals), _quick_key(state)
     while True:
         c = cond(tree.build(x))
         if primal_value(c).__class__ is Batched:    # an older vmap: its loop (control.py)
@@ -597,8 +614,9 @@ def eager_checkpointed(cond, body, state, checkpoints, known=None):
         if trips in steps:
             stored[where[steps.index(trips)]] = x
         new = body(tree.build(x))
+        if quick is None or _quick_key(new) != quick:      # (as Python's loop checks)
+            _check_step(state, new, InvalidInputError)
         if trips == 0:
-            _check_step(tree.build(x), new, InvalidInputError)
             if reads_closure(new, top):
                 import warnings
                 warnings.warn("while_loop: the body reads a value being differentiated from "
