@@ -11,14 +11,15 @@
 3. Checkpointed loops (``--section checkpoints``): the 200-step loop of 1. at n = 1000,
    its reverse gradient storing every iterate against ``checkpoints=N`` for N = 4, 16
    and ceil(sqrt(200)) = 15, as ``while_loop`` (trip count found by the forward loop)
-   and ``fori_loop`` (known: the forward loop stores the first sweep's states): time over
-   the staged forward loop, peak memory of a call (tracemalloc, in MB and in copies of
+   and ``fori_loop`` (known: the forward loop stores the first sweep's states): CPU time
+   (``process_time``: the machine is shared, and wall time at this size is mostly
+   waiting) over the staged forward loop's, peak memory of a call (tracemalloc, in MB and in copies of
    the 8 KB state) and the body steps recomputed (``nestad.revolve.advances``, less the
    first sweep's for fori_loop).
 
 Run: PYTHONPATH=. python benchmarks/loops.py [--rule adjoint|directions|auto]
 [--section all|rules|checkpoints].  Each sample alternates with a sample of its
-baseline; ratios are medians (with the lowest and highest of the samples).
+baseline; ratios are medians (section 3: of 31, with the lowest and highest).
 """
 import argparse
 import os
@@ -43,12 +44,12 @@ def loop_objective(p):
     return anp.sum(nd.while_loop(lambda s: s[0] < STEPS, body, (0, p * 1.0, p))[1])
 
 
-def ratio(f, base, arg, samples=15, spread=False):
+def ratio(f, base, arg, samples=15, spread=False, clock=time.perf_counter):
     f(arg), base(arg)
     rs = []
     for _ in range(samples):
-        t0 = time.perf_counter(); base(arg); t1 = time.perf_counter()
-        f(arg); t2 = time.perf_counter()
+        t0 = clock(); base(arg); t1 = clock()
+        f(arg); t2 = clock()
         rs.append((t2 - t1) / (t1 - t0))
     return (statistics.median(rs), min(rs), max(rs)) if spread else statistics.median(rs)
 
@@ -84,14 +85,14 @@ def checkpoint_rows(n=1000):
     p = np.linspace(0.1, 1.0, n)
     fwd = nd.stage(checkpointed_objective(None, False))
     sqrt_n = int(np.ceil(np.sqrt(STEPS)))            # (15)
-    print(f"  {STEPS}-step loop, n = {n}: reverse gradient / forward loop, median (min-max) of 15; "
+    print(f"  {STEPS}-step loop, n = {n}: reverse gradient / forward loop in CPU time, median (min-max) of 31; "
           f"peak memory of a call; body steps recomputed")
     for loop, known in (('while_loop', False), ('fori_loop', True)):
         for N in (None, 4, 16, sqrt_n):
             grad = nd.stage(nd.gradient_r(checkpointed_objective(N, known)))
             np.testing.assert_array_equal(
                 grad(p), nd.stage(nd.gradient_r(checkpointed_objective(None, known)))(p))
-            med, lo, hi = ratio(grad, fwd, p, spread=True)
+            med, lo, hi = ratio(grad, fwd, p, samples=31, spread=True, clock=time.process_time)
             peak = peak_bytes(grad, p)
             if N is None:
                 extra = 0
