@@ -18,7 +18,7 @@ from .staging.control import while_loop
 from .staging.loops import row, row_set
 from .structures import flatten
 from .tracer import active, is_tracer
-from .values import primal_value
+from .values import Perturbed, primal_value
 
 
 def fori_loop(lower, upper, body, init_val, checkpoints=None):
@@ -49,16 +49,17 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoints=None):
     None: ``length`` steps with ``x`` None; ``reverse``: from the last row to the first
     (``ys`` still in the order of ``xs``).  ``checkpoints=N``: reverse mode keeps at most
     N states of the loop (the carry and the ys' buffers) and recomputes the others
-    (``while_loop``'s); eagerly too, where it then runs as that loop."""
+    (``while_loop``'s); eagerly too, where it then runs as that loop when ``init`` or
+    ``xs`` carries a derivative."""
     checkpoints = check_checkpoints("scan", checkpoints)
     x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
     n = _length(x_leaves, length)
     if n == 0:
         raise InvalidInputError("scan: zero steps (xs of length 0 or length=0): the shape of "
                                 "ys is unknown; give at least one step")
-    traced = active() is not None or any(is_tracer(primal_value(v))
-                                        for v in flatten((init, xs))[0])
-    if not traced and checkpoints is None:
+    leaves = flatten((init, xs))[0]
+    traced = active() is not None or any(is_tracer(primal_value(v)) for v in leaves)
+    if not traced and (checkpoints is None or not any(isinstance(v, Perturbed) for v in leaves)):
         return _eager(f, init, x_leaves, x_tree, n, reverse)
 
     def x_at(xl, j):

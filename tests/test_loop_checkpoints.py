@@ -2,8 +2,9 @@
 (nestad/revolve.py's binomial schedule, nestad/staging/loops.py's backward loop).
 
 The schedule against the dynamic program that defines the optimum; the derivatives
-against the rule that stores every iterate (bit for bit: the same arithmetic on the same
-states), against JAX, in every mode and pairing to second order, under vmap; the number
+against the rule that stores every iterate (staged, bit for bit: the same arithmetic on
+the same states; eagerly, bit for bit across N and to rounding against Python's loop's
+tape), against JAX, in every mode and pairing to second order, under vmap; the number
 of body evaluations; the memory, which grows with N and not with the number of steps."""
 import pickle
 import tracemalloc

@@ -138,9 +138,9 @@ def first_sweep(trips, slots):
     """``(steps, where, plan)`` for a trip count known in advance: the steps before which
     the forward loop stores the state (the first sweep's stores, so that the backward
     loop need not advance to them), the slots they go to, and the plan's arrays without
-    those stores.  The first
-    sweep then restores the last of them, and stores it again where it is (a store of
-    0 steps: the example state a loop body is traced on reads that row)."""
+    those stores.  The first sweep then restores the last of them and stores it again
+    where it is (a store of 0 steps: the trace of the store loop's body on the example
+    state reads that row, and must not advance past the last step)."""
     restore, first, count, final, gap, slot = plan_arrays(trips, slots)
     c = int(count[0]) if trips else 0
     steps = tuple(int(x) for x in np.cumsum(gap[:c]))
@@ -271,7 +271,7 @@ class _Revolve:
         def body(ls):
             j, k, gs, bs = ls[0], ls[1], ls[2:2 + ng], ls[2 + ng:2 + ng + nv]
             rest = ls[2 + ng + nv:]
-            restore, first, count, final, gap, slot = rest[:6]
+            restore, _, count, final, gap, slot = rest[:6]
             back_caps, advance_caps = rest[6:6 + nb], rest[6 + nb:6 + nb + na]
             xs = [row(b, row(restore, j)) for b in bs]
             end = k + row(count, j)
