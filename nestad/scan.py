@@ -13,17 +13,20 @@ of each leaf, and writes the step's ``y`` into row ``i`` of buffers for the stac
 import numpy as np
 
 from .errors import InvalidInputError
+from .revolve import check_checkpoints
 from .staging.control import while_loop
 from .staging.loops import row, row_set
 from .structures import flatten
 from .tracer import active, is_tracer
-from .values import primal_value
+from .values import Perturbed, primal_value
 from . import numpy as anp
 
 
-def fori_loop(lower, upper, body, init_val):
+def fori_loop(lower, upper, body, init_val, checkpoints=None):
     """``for i in range(lower, upper): val = body(i, val)``; returns ``val`` (JAX's
-    ``lax.fori_loop``).  ``lower`` and ``upper`` are integers (traced ones too)."""
+    ``lax.fori_loop``).  ``lower`` and ``upper`` are integers (traced ones too).
+    ``checkpoints=N``: reverse mode keeps at most N states (``while_loop``'s)."""
+    check_checkpoints("fori_loop", checkpoints)
     for name, b in (("lower", lower), ("upper", upper)):
         v = primal_value(b)
         if isinstance(v, (bool, np.bool_)) or not (
@@ -33,24 +36,31 @@ def fori_loop(lower, upper, body, init_val):
                 f"fori_loop: {name} must be an integer, not {type(v).__name__} {v!r:.30}; "
                 "pass the loop bounds as ints")
     lower, upper = primal_value(lower), primal_value(upper)
-    _, out = while_loop(lambda s: s[0] < upper, lambda s: (s[0] + 1, body(s[0], s[1])),
-                        (lower, init_val))
+    def step(s):
+        return s[0] + 1, body(s[0], s[1])
+    if isinstance(lower, (int, np.integer)) and isinstance(upper, (int, np.integer)):
+        step.known_trips = max(0, int(upper) - int(lower))   # (checkpoints placed as it runs)
+    _, out = while_loop(lambda s: s[0] < upper, step, (lower, init_val), checkpoints=checkpoints)
     return out
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, checkpoints=None):
     """``(carry, ys)``: ``carry, y = f(carry, x)`` for each ``x`` along the leading axis
     of ``xs`` (a structure of arrays), the ``y``s stacked (JAX's ``lax.scan``).  ``xs``
     None: ``length`` steps with ``x`` None; ``reverse``: from the last row to the first
-    (``ys`` still in the order of ``xs``)."""
+    (``ys`` still in the order of ``xs``).  ``checkpoints=N``: reverse mode keeps at most
+    N states of the loop (the carry and the ys' buffers) and recomputes the others
+    (``while_loop``'s); eagerly too, where it then runs as that loop when ``init`` or
+    ``xs`` carries a derivative."""
+    checkpoints = check_checkpoints("scan", checkpoints)
     x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
     n = _length(x_leaves, length)
     if n == 0:
         raise InvalidInputError("scan: zero steps (xs of length 0 or length=0): the shape of "
                                 "ys is unknown; give at least one step")
-    traced = active() is not None or any(is_tracer(primal_value(v))
-                                        for v in flatten((init, xs))[0])
-    if not traced:
+    leaves = flatten((init, xs))[0]
+    traced = active() is not None or any(is_tracer(primal_value(v)) for v in leaves)
+    if not traced and (checkpoints is None or not any(isinstance(v, Perturbed) for v in leaves)):
         return _eager(f, init, x_leaves, x_tree, n, reverse)
 
     def x_at(xl, j):
@@ -69,7 +79,9 @@ def scan(f, init, xs=None, length=None, reverse=False):
         if _signature(tree) != _signature(y_tree):
             raise InvalidInputError("scan: f returned ys of different structures in two steps")
         return i + 1, carry, [row_set(bb, j, yy) for bb, yy in zip(b, ys)], xl
-    _, carry, bufs, _ = while_loop(lambda s: s[0] < n, body, (0, init, bufs, list(x_leaves)))
+    body.known_trips = n
+    _, carry, bufs, _ = while_loop(lambda s: s[0] < n, body, (0, init, bufs, list(x_leaves)),
+                                   checkpoints=checkpoints)
     return carry, None if y_tree is None else y_tree.build(bufs)
 
 

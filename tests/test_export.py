@@ -79,6 +79,18 @@ def scaled_power(x, p):
     return x ** p * nd.sqrt(x)
 
 
+def revolved(a):
+    """A loop reversed by the binomial schedule (its plan computed by the module)."""
+    return anp.sum(nd.while_loop(lambda s: anp.sum(s[0]) < 50.0,
+                                 lambda s: (s[0] * 1.2 + anp.sin(s[0]) * s[1], s[1]), (a, a),
+                                 checkpoints=2)[0] ** 2)
+
+
+def scanned(w):
+    return nd.scan(lambda h, x: (anp.tanh(h * w + x), None), w, np.linspace(0.0, 1.0, 9),
+                   checkpoints=3)[0] @ w
+
+
 X = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
 P = Params(np.linspace(0.1, 0.6, 6).reshape(3, 2), np.array([0.3, -0.2]))
 S = Scale(1.5, "half")
@@ -104,6 +116,9 @@ CASES = [
     ('log_of', log_of, (2.0,), (), [(0.0,), (-1.0,), (math.e,)]),
     ('log_loop', nd.gradient_r(log_loop), (2.0,), (), [(3.0,), (0.0,)]),
     ('staged_static', nd.stage(scaled_power, static_argnums=(1,)), (1.5, 2.0), (), [(0.5, 2.0)]),
+    ('revolved', nd.gradient_r(revolved), (np.full(8, 0.5),), (),
+     [(np.full(8, 0.1),), (np.full(8, 9.0),)]),
+    ('scanned', nd.gradient_r(scanned), (np.linspace(-0.5, 0.5, 8),), (), [(np.ones(8),)]),
 ]
 
 # Calls that must fail in the exported module: (case, arguments, error type, words).

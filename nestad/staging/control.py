@@ -39,10 +39,15 @@ from .. import batching
 from ..batching import while_batched
 from ..values import Batched, Bundle, Perturbed, primal_value
 from .program import Program, depends, simplify
+from .loops import OPTIONS, options, with_options
 
 
-def while_loop(cond, body, state):
-    """Repeat ``state = body(state)`` while ``cond(state)``; return the final state."""
+def while_loop(cond, body, state, checkpoints=None):
+    """Repeat ``state = body(state)`` while ``cond(state)``; return the final state.
+    ``checkpoints=N``: reverse mode keeps at most N states of the loop and recomputes the
+    others (``nestad.revolve``'s binomial schedule); None keeps every iterate."""
+    from ..revolve import check_checkpoints
+    checkpoints = check_checkpoints("while_loop", checkpoints)
     for name, fn in (('cond', cond), ('body', body)):
         if not callable(fn):
             raise InvalidInputError(f"while_loop(cond, body, state): {name} must be a function "
@@ -54,6 +59,12 @@ def while_loop(cond, body, state):
                 f"while_loop: state leaf {k} is a {type(x).__name__}; the state must be "
                 "numbers, arrays, or structures of them")
     if active() is None and not any(is_tracer(_value(x)) for x in leaves):
+        if checkpoints is not None:                 # eager reverse mode, checkpointed
+            from .loops import eager_checkpointed
+            out = eager_checkpointed(cond, body, state, checkpoints,
+                                     getattr(body, 'known_trips', None))
+            if out is not None:
+                return out
         return _python_loop(cond, body, state, InvalidInputError)   # eager: Python's loop
 
     def cond_flat(ls):
@@ -65,6 +76,8 @@ def while_loop(cond, body, state):
         if out_tree.signature() != tree.signature():
             raise StagingError(_structure_changed(state, new))
         return out
+    with_options(body_flat, dict(checkpoints=checkpoints,
+                                 known_trips=getattr(body, 'known_trips', None)))
     try:
         return tree.build(_loop(cond_flat, body_flat, leaves))
     except _Unroll:
@@ -73,7 +86,7 @@ def while_loop(cond, body, state):
         # (loops.closure_converted); else its tape cells cannot become loop state, so
         # the loop runs as Python's (unrolled, the program fixed to this trip count).
         from .loops import closure_converted
-        out = closure_converted(cond, body, state)
+        out = closure_converted(cond, body, state, options(body_flat))
         if out is not None:
             return out
         return _python_loop(cond, body, state, StagingError)
@@ -251,6 +264,7 @@ def _loop_batched(top, leaves, carried, primals, params):
         state = batched(ls)
         c = cond_f(state)
         return [anp.where(c, new, old).primal for new, old in zip(body_f(state), state)]
+    with_options(body_masked, options(body_f))
     return batched(_loop(cond_any, body_masked, stacked))
 
 
@@ -339,6 +353,7 @@ def _loop_jvp(cond_f, body_f, primals, slots, directions, tags=None):
     # A body run under an older run's own tag (``tags``) cannot take the adjoint rule
     # (loops.use_adjoint): its vjp's newer tag would sit inside that run's Bundles.
     body_aug.reuses_tag = tags is not None or getattr(body_f, 'reuses_tag', False)
+    with_options(body_aug, options(body_f))
     flat = list(primals) + [ts[j] for ts in directions for j in active]
     res = _loop(cond_aug, body_aug, flat)
     touts = []
@@ -449,7 +464,7 @@ class WhileLoop:
     the condition (``nc`` of them) and the body capture from enclosing code."""
     name = 'while'
 
-    def plain(self, *args, cond, body, n, nc):
+    def plain(self, *args, cond, body, n, nc, **options):
         loops = body._compiled
         fast = loops.get('loop')
         if fast is None:               # compiled once per loop
@@ -464,7 +479,7 @@ class WhileLoop:
                 safe = loops['safe'] = _compile_loop(cond, body, n, nc, len(args), True)
             return list(safe(*args))
 
-    def lifted(self, *args, cond, body, n, nc):
+    def lifted(self, *args, cond, body, n, nc, **options):
         # Captured values become loop-invariant state, so that perturbations they carry
         # are peeled like the state's own.
         invariants = list(args[n:])
@@ -474,6 +489,7 @@ class WhileLoop:
 
         def body_f(ls):
             return list(body.run_flat(list(ls[:n]) + list(ls[n + nc:]), lifted=True)) + list(ls[n:])
+        with_options(body_f, options)
         return _loop(cond_f, body_f, list(args[:n]) + invariants)[:n]
 
     def prune(self, eqn, live):
@@ -532,8 +548,10 @@ def _keep_slots(eqn, keep):
                    cond.outputs, None, None, None, _names(len(keep), nc), None)
     args = [eqn.args[k] for k in keep] + list(eqn.args[n:n + nc]) + \
         [eqn.args[nc + j] for j in caps]
-    return Eqn(WHILE, tuple(args), dict(cond=cond, body=body, n=len(keep), nc=nc),
-               tuple(eqn.outs[k] for k in keep), flatten([0] * len(keep))[1])
+    params = dict(cond=cond, body=body, n=len(keep), nc=nc)
+    params.update((k, p[k]) for k in OPTIONS if k in p)
+    return Eqn(WHILE, tuple(args), params, tuple(eqn.outs[k] for k in keep),
+               flatten([0] * len(keep))[1])
 
 
 WHILE = WhileLoop()
@@ -584,6 +602,7 @@ def _record(cond_f, body_f, leaves):
     """No perturbation left: record the loop in the active trace (or run it plainly)."""
     vals, cond_prog, cond_caps, body_prog, body_caps = traced_loop(cond_f, body_f, leaves)
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps))
+    params.update(options(body_f))          # (for the loop's derivatives)
     outer, args = resolve(list(leaves) + cond_caps + body_caps)
     final = WHILE.plain(*[a.val if is_tracer(a) else a for a in args], **params)
     return outer.record(WHILE, args, params, None, tree=(final, flatten(list(final))[1]),
