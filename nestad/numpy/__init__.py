@@ -599,13 +599,34 @@ def _batch_last(fn, t, nb, index, ndim):
     return _moveaxis_n(r, nb, last=False)
 
 
+def _front_index(index, nb, ndim):
+    """A basic index (ints, slices, None, Ellipsis) for an ndim-array, under nb leading
+    batch axes that it leaves in front; None for an advanced index (which may move
+    axes: those keep ``_batch_last``).  Indexing in place keeps a batched tangent
+    contiguous, where moving its axes last and back made every later pass over it (and
+    the scatter's copy) a strided one."""
+    if not _is_basic(index):
+        return None
+    return (slice(None),) * nb + _full_index(index, ndim)
+
+
 def _getitem_jvp(t, x, out, index):
-    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, _nbatch(t, x), index, _ndim(x))
+    nb = _nbatch(t, x)
+    front = _front_index(index, nb, _ndim(x)) if nb else None
+    if front is not None:
+        return _getitem(t, index=front)
+    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, nb, index, _ndim(x))
 
 
 def _scatter_jvp(t, g, out, index, shape):
+    nb = _nbatch(t, g)
+    front = _front_index(index, nb, len(shape)) if nb else None
+    # (g may be broadcast into the indexed entries, x.at[index].add(v)'s jvp: then its
+    # batch axes would meet the entries' axes, and it keeps _batch_last)
+    if front is not None and _shape(t)[nb:] == _indexed_shape(tuple(shape), index):
+        return _scatter(t, index=front, shape=_shape(t)[:nb] + tuple(shape))
     return _batch_last(lambda t, i, batch: _scatter(t, index=i, shape=tuple(shape) + batch),
-                       t, _nbatch(t, g), index, len(shape))
+                       t, nb, index, len(shape))
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
@@ -929,6 +950,13 @@ def _matmul_jvp(k):
     the tangent the result's stack rank (singletons after its batch axes), multiply, and
     drop the promoted axes again."""
     def jvp(t, a, b, out):
+        x, other = (a, b) if k == 0 else (b, a)
+        if _ndim(x) == 1 and _ndim(t) > 1 and _ndim(other) <= 2:
+            # A batched tangent of a vector (a Hessian's or Jacobian's basis directions):
+            # the directions are the rows of one matrix product, t @ b or t @ a^T (one
+            # GEMM), not a stack of one-row (or one-column) products, which numpy loops
+            # over (600 ms against 30 ms at n = 1000).
+            return matmul(t, other if k == 0 or _ndim(other) == 1 else swapaxes(other, -1, -2))
         a2 = expand_dims(a, -2) if _ndim(a) == 1 else a
         b2 = expand_dims(b, -1) if _ndim(b) == 1 else b
         x, x2 = (a, a2) if k == 0 else (b, b2)
