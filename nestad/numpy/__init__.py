@@ -988,20 +988,23 @@ def _as_matrices(g, a, b):
 
 # A vector times a matrix (or a matrix times a vector) has the adjoints of a matrix-vector
 # product and an outer product, written as such: fewer applications (and no transposed
-# stack of 1-row matrices for a per-example gradient under vmap).
+# stack of 1-row matrices for a per-example gradient under vmap).  The outer product is
+# one einsum application (the same numbers as a product of a column and a row: one term,
+# no sum); under vmap its batch rule is one einsum too, where expand_dims, matmul and its
+# outer-product rule made five applications.
 
 def _matmul_vjp_a(g, a, b, out):
     if _ndim(a) == 1 and _ndim(b) == 2:
         return matmul(b, g)
     if _ndim(a) == 2 and _ndim(b) == 1:
-        return matmul(expand_dims(g, -1), expand_dims(b, 0))
+        return einsum('i,j->ij', g, b)
     g2, a2, b2 = _as_matrices(g, a, b)
     return reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), _shape(a2)), _shape(a))
 
 
 def _matmul_vjp_b(g, a, b, out):
     if _ndim(a) == 1 and _ndim(b) == 2:
-        return matmul(expand_dims(a, -1), expand_dims(g, 0))
+        return einsum('i,j->ij', a, g)
     if _ndim(a) == 2 and _ndim(b) == 1:
         return matmul(g, a)
     g2, a2, b2 = _as_matrices(g, a, b)
