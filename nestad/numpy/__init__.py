@@ -988,23 +988,30 @@ def _as_matrices(g, a, b):
 
 # A vector times a matrix (or a matrix times a vector) has the adjoints of a matrix-vector
 # product and an outer product, written as such: fewer applications (and no transposed
-# stack of 1-row matrices for a per-example gradient under vmap).  The outer product is
-# one einsum application (the same numbers as a product of a column and a row: one term,
-# no sum); under vmap its batch rule is one einsum too, where expand_dims, matmul and its
-# outer-product rule made five applications.
+# stack of 1-row matrices for a per-example gradient under vmap).
+
+def _outer(u, v):
+    """u v^T of two vectors.  Under vmap (a per-example weight gradient) one einsum: one
+    batched application, where expand_dims, matmul and its outer-product rule made five;
+    otherwise a column times a row, which numba's backend compiles (it has no einsum).
+    The same numbers either way: a product of one term, no sum."""
+    if u.__class__ is _Batched or v.__class__ is _Batched:
+        return einsum('i,j->ij', u, v)
+    return matmul(expand_dims(u, -1), expand_dims(v, 0))
+
 
 def _matmul_vjp_a(g, a, b, out):
     if _ndim(a) == 1 and _ndim(b) == 2:
         return matmul(b, g)
     if _ndim(a) == 2 and _ndim(b) == 1:
-        return einsum('i,j->ij', g, b)
+        return _outer(g, b)
     g2, a2, b2 = _as_matrices(g, a, b)
     return reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), _shape(a2)), _shape(a))
 
 
 def _matmul_vjp_b(g, a, b, out):
     if _ndim(a) == 1 and _ndim(b) == 2:
-        return einsum('i,j->ij', a, g)
+        return _outer(a, g)
     if _ndim(a) == 2 and _ndim(b) == 1:
         return matmul(g, a)
     g2, a2, b2 = _as_matrices(g, a, b)
