@@ -43,6 +43,11 @@ What is measured
    (checked: the numba solve takes the same time with JAX imported and used), while a
    comparison across processes would go through the plain-Python baselines, whose
    single-call samples drift by up to 2x on a loaded machine.
+7. Dense Hessians at n = 1000 (benchmarks/hessians.py: Rosenbrock, a quadratic form plus
+   ``sum(log(1 + x^2))``, a small network's loss in its weights): ``nd.hessian(f)`` eager
+   and ``nd.stage(nd.hessian(f))``, against ``jax.jit(jax.hessian(f))``'s steady state,
+   their samples alternating in one process (CPU time, one BLAS and XLA thread, glibc's
+   mmap threshold raised).  Target: <= 1.5x JAX jit, eager and staged.
 
 Conventions, as in the other scripts: each part runs in its own fresh Python process
 (nestad's Python backend, its numba backend, JAX, and the array workloads), so that one
@@ -511,14 +516,20 @@ def worker_arrays(quick):
     return out
 
 
+def worker_hessian(quick):
+    """Part 7: dense Hessians at n = 1000 against JAX jit (benchmarks/hessians.py)."""
+    import hessians
+    return hessians.measure(quick)
+
+
 WORKERS = {'scalar': worker_scalar, 'gradbench': worker_gradbench, 'jax': worker_jax,
-           'numba': worker_numba, 'arrays': worker_arrays}
+           'numba': worker_numba, 'arrays': worker_arrays, 'hessian': worker_hessian}
 
 
 def run_worker(name, quick):
     """A worker in a fresh interpreter (the arrays one with arrays.py's allocator setting)."""
     env = dict(os.environ)
-    if name == 'arrays':
+    if name in ('arrays', 'hessian'):
         env.update(MALLOC_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), '--worker', name] + (['--quick'] * quick)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -731,6 +742,11 @@ def main():
               'numba/JAX: median ratio of alternating samples in one process.')
         if args.quick:
             print('   --quick: numba saddle in pairing ff only.')
+    print()
+
+    # ------------------------------------------------ 7
+    import hessians
+    misses += hessians.report(runs['hessian'], fmt_time, print_table)
     print()
 
     if problems:

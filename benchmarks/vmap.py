@@ -10,7 +10,10 @@
      by more than that, so the 100x target is out of reach wherever it is below 100x
      (64-128-10 and 32-64-10; the 784-256-10 MLP of benchmarks/arrays.py: 3-6x).
      A vmap call at 8-16-4 takes about 0.7 ms, half of it in its 25 numpy calls (18
-     batched applications, each through the reverse and the batching interpretations);
+     batched applications, each through the reverse and the batching interpretations).
+     Staged, ``stage(vmap(gradient_r(loss)))`` and ``vmap(stage(gradient_r(loss)))``
+     (each called twice, tracing and compiling, before it is timed) run the batched
+     program without that per-application cost;
 (ii) ``jacobian_f`` of f(x) = sin(x) * sum(x^2) + cumsum(x) at n = 1000 (target: no slower
      than before vmap; run this script with another checkout first on PYTHONPATH to
      compare: it then times (ii) alone).
@@ -96,6 +99,26 @@ def timed(fn, repeat):
     return statistics.median(samples)
 
 
+def paired(base, fns, repeat):
+    """Median time of ``base`` and of each of ``fns``, and each one's median ratio to
+    ``base`` over rounds in which all are sampled in turn."""
+    calls = {}
+    for k, fn in list(fns.items()) + [("base", base)]:
+        fn()
+        t0 = time.process_time()
+        fn()
+        calls[k] = max(1, int(0.02 / max(time.process_time() - t0, 1e-6)))
+    samples = {k: [] for k in list(fns) + ["base"]}
+    for _ in range(repeat):
+        for k, fn in list(fns.items()) + [("base", base)]:
+            t0 = time.process_time()
+            for _ in range(calls[k]):
+                fn()
+            samples[k].append((time.process_time() - t0) / calls[k])
+    ratios = {k: statistics.median(a / b for a, b in zip(samples[k], samples["base"])) for k in fns}
+    return (statistics.median(samples["base"]), {k: statistics.median(samples[k]) for k in fns}, ratios)
+
+
 def check(got, want, what):
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-11, err_msg=what)
@@ -108,25 +131,34 @@ def main():
     if not hasattr(nd, 'vmap'):
         print(f"(ii) jacobian_f n={N}: {t_jac * 1e3:.2f} ms (this checkout has no vmap)")
         return 0
-    vg = nd.vmap(nd.gradient_r(loss), in_axes=(None, 0, 0))
+    ways = {"vmap(gradient_r)": nd.vmap(nd.gradient_r(loss), in_axes=(None, 0, 0)),
+            "stage(vmap(gradient_r))": nd.stage(nd.vmap(nd.gradient_r(loss), in_axes=(None, 0, 0))),
+            "vmap(stage(gradient_r))": nd.vmap(nd.stage(nd.gradient_r(loss)), in_axes=(None, 0, 0))}
     print(f"vmap benchmarks (batch {B}; CPU-time medians, one BLAS thread)")
-    print(f"{'workload':44s} {'time':>10s}  ratio          target   result")
+    print(f"{'workload':44s} {'time':>10s}  ratio          target   result   loop / it: >= 100x")
     for d, h, o in SIZES:
         params, xs, ys = mlp_data(d, h, o)
         want = per_example_hand(params, xs, ys)
-        check(vg(params, xs, ys), want, "vmap(gradient_r)")
+        for name, vg in ways.items():      # (a staged one: its trace, then its program)
+            for _ in range(2):
+                check(vg(params, xs, ys), want, name)
         check(per_example_loop(params, xs[:8], ys[:8]), tuple(w[:8] for w in want), "loop")
-        t_hand = timed(lambda: per_example_hand(params, xs, ys), repeat)
-        t_vmap = timed(lambda: vg(params, xs, ys), repeat)
+        # the samples of the batched ways alternate with the hand-written one's, and each
+        # ratio is the median of the per-round ratios (a shared machine drifts)
+        t_hand, times, ratios = paired(lambda: per_example_hand(params, xs, ys),
+                                       {k: (lambda vg=vg: vg(params, xs, ys)) for k, vg in ways.items()},
+                                       repeat)
         t_loop = timed(lambda: per_example_loop(params, xs, ys), 1 if QUICK else 3)
-        r_hand, r_loop = t_vmap / t_hand, t_loop / t_vmap
         size = f"{d}-{h}-{o}"
         print(f"{'(i)  ' + size + ' hand-batched':44s} {t_hand * 1e3:8.2f} ms")
-        print(f"{'(i)  ' + size + ' vmap(gradient_r)':44s} {t_vmap * 1e3:8.2f} ms  {r_hand:5.2f}x hand"
-              f"     <= 1.5x  {'PASS' if r_hand <= 1.5 else 'FAIL'}")
+        for name in ways:
+            r_hand, r_loop = ratios[name], t_loop / times[name]
+            both = r_hand <= 1.5 and r_loop >= 100
+            print(f"{'(i)  ' + size + ' ' + name:44s} {times[name] * 1e3:8.2f} ms  {r_hand:5.2f}x hand"
+                  f"     <= 1.5x  {'PASS' if r_hand <= 1.5 else 'FAIL'}     {r_loop:5.0f}x "
+                  f"{'PASS' if r_loop >= 100 else 'FAIL'}{'  (both targets)' if both else ''}")
         print(f"{'(i)  ' + size + ' Python loop of gradient_r':44s} {t_loop * 1e3:8.2f} ms  "
-              f"{r_loop:5.0f}x vmap     >= 100x  {'PASS' if r_loop >= 100 else 'FAIL'}"
-              f"  (hand: {t_loop / t_hand:.0f}x)")
+              f"(hand: {t_loop / t_hand:.0f}x: no way can beat the loop by more)")
     print(f"{'(ii) jacobian_f n=1000':44s} {t_jac * 1e3:8.2f} ms  (compare with the run on main)")
     print("fallbacks (primitives applied member by member):", nd.batching.fallbacks() or "none")
     return 0

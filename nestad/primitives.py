@@ -177,8 +177,21 @@ def _sech2_plain(x):
 
 
 def sech2_array(x):
+    # (1 / cosh x)^2: as accurate as the scalar formula (2 ulp, against mpmath), in 3
+    # passes over the array instead of 7 (a vmapped MLP's tanh spent more time here than
+    # in its matrix products); cosh's overflow past |x| = 710 gives the right 0
+    with np.errstate(over='ignore'):
+        s = 1.0 / np.cosh(x)
+    return s * s
+
+
+def _sech2_array_numba(x):
+    # numba's backend compiles this one (it has no np.errstate): the scalar formula
     t = np.exp(-2.0 * np.abs(x))
     return 4.0 * t / ((1.0 + t) * (1.0 + t))
+
+
+sech2_array.numba = _sech2_array_numba
 
 
 # tanh' = sech^2, a primitive of its own whose derivative -2 sech^2 tanh is a product of

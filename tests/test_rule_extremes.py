@@ -16,6 +16,7 @@ import importlib.util
 import itertools
 import math
 import pathlib
+import warnings
 
 import numpy as np
 import pytest
@@ -89,6 +90,28 @@ def test_tanh_derivatives_are_finite_and_exact_at_every_point(fn, array, k):
         got = _each(fn, pairing, staged, xs, array)
         for x, g in zip(xs, got):
             assert _close(g, TANH[k](x), 1e-13), (pairing, staged, x, g, TANH[k](x))
+
+
+def test_the_array_sech2_matches_mpmath_everywhere_without_warnings():
+    # the plain array sech^2 (tanh's derivative on arrays, and vmap's) is 1 / cosh^2
+    # squared after the reciprocal: within 2 ulp of mpmath where the value is normal,
+    # 0 where it underflows, and no overflow warning from cosh past |x| = 710
+    mpmath = pytest.importorskip('mpmath')
+    from nestad.primitives import sech2_array
+    xs = np.concatenate([np.linspace(-360.0, 360.0, 4001), np.geomspace(1e-300, 30.0, 400),
+                         [0.0, -0.0, 709.0, 711.0, -1e308, np.inf, -np.inf]])
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        got = sech2_array(xs)
+        assert sech2_array(np.float32(3.0)).dtype == np.float32
+        assert np.isnan(sech2_array(np.array([np.nan])))[0]
+    with mpmath.workdps(40):
+        for x, g in zip(xs, got):
+            want = mpmath.sech(mpmath.mpf(float(x))) ** 2
+            if want < mpmath.mpf('2.3e-308'):
+                assert g == 0.0 or abs(g - float(want)) <= 1e-300, (x, g)
+            else:
+                assert abs(mpmath.mpf(float(g)) - want) <= 5e-16 * want, (x, g, want)
 
 
 def test_tanh_issue_example():

@@ -182,6 +182,34 @@ def test_per_example_gradients_of_vector_matrix_products_equal_the_loop_and_jax(
             np.testing.assert_allclose(a, np.stack(mine), rtol=1e-12, atol=1e-13)
 
 
+def test_staged_per_example_gradients_are_the_hand_written_program():
+    # stage(vmap(gradient_r)) of the MLP: per-example outer products are one einsum each,
+    # with no reshapes around them (the adjoint of a vector times a matrix used to be
+    # expand_dims, matmul and its batch rule's reshapes: eight np.reshape lines)
+    params = (rng.normal(size=(4, 5)), rng.normal(size=5), rng.normal(size=(5, 2)))
+    xs, ys = rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
+    for staged in (nd.stage(nd.vmap(nd.gradient_r(mlp_loss), in_axes=(None, 0, 0))),
+                   nd.vmap(nd.stage(nd.gradient_r(mlp_loss)), in_axes=(None, 0, 0))):
+        for _ in range(2):                    # the trace, then the program
+            got = staged(params, xs, ys)
+            loops = [nd.gradient_r(mlp_loss)(params, x, y) for x, y in zip(xs, ys)]
+            for k in range(3):
+                np.testing.assert_allclose(got[k], np.stack([g[k] for g in loops]), rtol=1e-13)
+    prog = nd.stage(nd.vmap(nd.gradient_r(mlp_loss), in_axes=(None, 0, 0)))
+    prog(params, xs, ys)
+    source = '\n'.join(p.source() for p in prog.programs())
+    assert 'reshape' not in source and 'moveaxis' not in source, source
+    assert source.count('einsum') == 2 and source.count('transpose') == 1, source
+    # outside vmap the same adjoint stays a column times a row, which numba's backend
+    # compiles (it has no einsum): the same numbers
+    g = nd.stage(nd.gradient_r(mlp_loss))
+    for _ in range(2):
+        got = g(params, xs[0], ys[0])
+        for a, b in zip(got, loops[0]):
+            np.testing.assert_array_equal(a, b)
+    assert 'einsum' not in '\n'.join(p.source() for p in g.programs())
+
+
 def test_per_example_gradients_equal_the_loop_and_jax():
     params = (rng.normal(size=(4, 5)), rng.normal(size=5), rng.normal(size=(5, 2)))
     xs, ys = rng.normal(size=(8, 4)), rng.normal(size=(8, 2))

@@ -29,7 +29,7 @@ from ._indexing import astype, getitem
 from ._joining import stack
 from ._kernel import _as_operand, _define, _nbatch, _ndim, _shape
 from ._plumbing import broadcast_to, expand_dims, moveaxis, reshape, sum, sum_to, transpose
-from ._products import _inner, _matmul_jvp, _matmul_vjp_a, _matmul_vjp_b, _product_rule
+from ._products import _EINSUM, _inner, _matmul_jvp, _matmul_vjp_a, _matmul_vjp_b, _product_rule
 from ..arrays import PerArgument
 from ..values import primal_value
 
@@ -352,3 +352,6 @@ if hasattr(_np, 'vecdot'):
         """numpy.vecdot of real arrays: the sum of products along ``axis``, broadcasting."""
         x1, x2 = _as_operand(x1), _as_operand(x2)
         return _vecdot(moveaxis(x1, axis, -1), moveaxis(x2, axis, -1))
+
+
+_EINSUM.append(einsum)     # (matmul's outer-product adjoint under vmap, _products)

@@ -8,8 +8,8 @@ from ..arrays import is_array
 from ..errors import InvalidInputError
 from ..tracer import StagingError as _StagingError, _refuse_concrete, is_tracer
 from ..values import Batched as _Batched, Perturbed, primal_value
-from ._kernel import (_as_operand, _define, _full_index, _is_basic, _nbatch, _ndim,
-                      _plain_operand, _shape, _winners)
+from ._kernel import (_as_operand, _define, _full_index, _indexed_shape, _is_basic, _nbatch,
+                      _ndim, _plain_operand, _shape, _winners)
 from ._plumbing import _moveaxis_n, sum_to, transpose  # noqa: F401
 from ._selection import where
 
@@ -39,13 +39,34 @@ def _batch_last(fn, t, nb, index, ndim):
     return _moveaxis_n(r, nb, last=False)
 
 
+def _front_index(index, nb, ndim):
+    """A basic index (ints, slices, None, Ellipsis) for an ndim-array, under nb leading
+    batch axes that it leaves in front; None for an advanced index (which may move
+    axes: those keep ``_batch_last``).  Indexing in place keeps a batched tangent
+    contiguous, where moving its axes last and back made every later pass over it (and
+    the scatter's copy) a strided one."""
+    if not _is_basic(index):
+        return None
+    return (slice(None),) * nb + _full_index(index, ndim)
+
+
 def _getitem_jvp(t, x, out, index):
-    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, _nbatch(t, x), index, _ndim(x))
+    nb = _nbatch(t, x)
+    front = _front_index(index, nb, _ndim(x)) if nb else None
+    if front is not None:
+        return _getitem(t, index=front)
+    return _batch_last(lambda t, i, batch: _getitem(t, index=i), t, nb, index, _ndim(x))
 
 
 def _scatter_jvp(t, g, out, index, shape):
+    nb = _nbatch(t, g)
+    front = _front_index(index, nb, len(shape)) if nb else None
+    # (g may be broadcast into the indexed entries, x.at[index].add(v)'s jvp: then its
+    # batch axes would meet the entries' axes, and it keeps _batch_last)
+    if front is not None and _shape(t)[nb:] == _indexed_shape(tuple(shape), index):
+        return _scatter(t, index=front, shape=_shape(t)[:nb] + tuple(shape))
     return _batch_last(lambda t, i, batch: _scatter(t, index=i, shape=tuple(shape) + batch),
-                       t, _nbatch(t, g), index, len(shape))
+                       t, nb, index, len(shape))
 
 
 # _scatter: the adjoint of indexing (adds g into zeros of ``shape`` at ``index``).
