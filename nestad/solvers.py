@@ -14,8 +14,8 @@ the same function handles those, one run at a time), and then
   the same rule (second derivatives are solves with the same operator and its
   derivative, never differentiated iterations).
 * ``odeint``'s forward mode integrates the sensitivity equations with the solution,
-  reverse mode the adjoint equations backwards from the stored solution at the
-  requested times; both are ``odeint`` calls, differentiated by the same rule.
+  reverse mode the adjoint equations backwards reading the solution from its forward
+  steps; both are ``odeint`` (or ``_flow_vjp``) calls, differentiated by their rules.
 
 The numerical work at the bottom runs on plain values (numpy); inside ``nd.stage`` it
 is recorded as one call that runs the solver when the program runs.
@@ -765,10 +765,9 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000, checkpoin
     interval of more steps keeps at most ``N`` step starts and recomputes the steps
     between them when the adjoint reaches them (recursively), so memory does not grow
     with the number of steps (the cost: one more forward pass per level).  Both modes
-    are ``odeint`` calls themselves, so derivatives nest to any order (a reverse-mode
-    derivative differentiated again integrates ``y`` backwards with the adjoint, as
-    JAX does: for strongly dissipative problems prefer forward over forward, or
-    reverse over forward; notes/solvers.md).  Raises if an interval between two times
+    are ``odeint`` calls themselves, so derivatives nest to any order; no derivative, of
+    any order or pairing, integrates ``y`` backwards (JAX's method, unstable on
+    dissipative problems; notes/solvers.md).  Raises if an interval between two times
     needs more than ``mxstep`` steps."""
     if not callable(f):
         raise InvalidInputError(f"odeint(f, y0, t, *params): f must be a function f(y, t, "
@@ -847,7 +846,7 @@ def _odeint(f, y0, t, params, opts):
         gp = [_zeros(c) for c in chosen_p]
         for i in range(n - 1, 0, -1):
             start = _index(starts, i - 1) if starts is not None else (0.0, 0.0, 0.0, 0.0)
-            args = (start, _index(ys, i), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
+            args = (start, _index(ys, i - 1), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
             if steps is not None and not any(isinstance(v, Perturbed) for v in flatten(args)[0]):
                 a, gp = _adjoint_plain(adjoint, args, opts, True, steps)
             else:
@@ -923,37 +922,36 @@ class _Reading:
 
 
 def _adjoint_interval(adjoint, args, opts):
-    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_end,
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_s,
     a, g, span, t_last, p, ch)``: the adjoint equations integrated backwards over one
     interval between output times, reading ``y`` from the forward steps, recomputed from
     ``start`` (the forward integration's state where its step holding ``span[0]``
-    began: the same steps, so traced and eager derivatives agree).  Its derivatives (second derivatives of ``odeint`` whose inner
-    derivative is reverse mode) integrate ``(y, a, g)`` backwards together from
-    ``y_end`` instead, as JAX does: ``odeint`` calls, which its rules differentiate in
-    turn, the same whether traced or not (the forward steps are not known when
-    tracing).  That loses accuracy where ``y`` is unstable backwards (notes/solvers.md).
-    """
+    began: the same steps, so traced and eager derivatives agree).  On perturbed values
+    (second derivatives whose inner derivative is reverse mode) it is ``_flow_vjp`` from
+    ``y_s``, the solution at ``span[0]``, which has rules of its own."""
     leaves = flatten(args)[0]
     if any(isinstance(v, Perturbed) for v in leaves):
-        _, y_end, a, gp, span, _, pp, chosen_p = args
-        rhs = _field(adjoint, args, opts)
-        _, a, gp = _index(_odeint(rhs, (y_end, a, gp), span[::-1], (pp, chosen_p), opts), 1)
-        return a, gp
+        _, y_s, a, gp, span, _, pp, chosen_p = args
+        it = iter(chosen_p)
+        L = [next(it) if c else v for v, c in zip(flatten(pp)[0], adjoint.carried)]
+        return _flow_vjp(_Flat(adjoint.f, adjoint.p_tree), adjoint.carried, y_s, a, gp, L,
+                         span, opts)
     staged = not any_tracer(leaves)
     return _plain_call("odeint", lambda q: _adjoint_plain(adjoint, q, opts, staged), args,
                        (args[2], args[3]), lambda q: _adjoint_interval(adjoint, q, opts))
 
 
 def _adjoint_plain(adjoint, args, opts, staged, steps=None):
-    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept."""
-    start, y_end, a, gp, span, t_last, pp, chosen_p = args
+    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept;
+    ``start`` None: the forward steps begin at ``span[0]`` from ``y_s``."""
+    start, y_s, a, gp, span, t_last, pp, chosen_p = args
     rtol, atol, mxstep, cache, limit = opts
     t_s, t_e = (float(v) for v in np.asarray(span, dtype=float))
-    yv = _ravel(y_end, "odeint's y0")[0]
+    yv = _ravel(y_s, "odeint's y0")[0]
     zv, z_unravel = _ravel((a, gp), "odeint")
     if not yv.size:
         return a, gp
-    reading, params = _Reading(adjoint, y_end), (yv, pp, chosen_p)
+    reading, params = _Reading(adjoint, y_s), (yv, pp, chosen_p)
     back = _StagedField(reading, cache).vector_field((a, gp), params, t_e, True) if staged \
         else None
     if back is None:
@@ -961,12 +959,136 @@ def _adjoint_plain(adjoint, args, opts, staged, steps=None):
             return _ravel(reading(z_unravel(v), tt, y, pp, chosen_p), "odeint's f")[0]
     if steps is not None:
         return z_unravel(_read_back(back, steps, zv, t_e, t_s, rtol, atol, mxstep))
-    fun = _plain_fun(adjoint.f, y_end, pp, t_s)
+    f = _StagedField(adjoint.f, cache) if staged and start is None else adjoint.f
+    fun = _plain_fun(f, y_s, pp, t_s)
+    if start is None:
+        f0 = fun(t_s, yv)
+        start = (t_s, yv, f0, _initial_step(fun, t_s, yv, f0, t_e, 1.0 if t_e > t_s else -1.0,
+                                            rtol, atol))
+        t_last = t_e
     t0, y0, f0, h0 = start
     start = (float(t0), np.asarray(y0, dtype=float), np.asarray(f0, dtype=float), float(h0))
-    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last)[0]), t_s, t_e, zv, rtol,
-                          atol, mxstep, limit)
+    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last).ravel()[0]), t_s, t_e, zv,
+                          rtol, atol, mxstep, limit)
     return z_unravel(zv)
+
+
+def _flow_vjp(F, mask, y_s, a, gp, L, span, opts):
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]`` for ``y' = F(y, t, *L)``
+    (``L`` a flat list of params, ``g`` for those ``mask`` marks), ``y`` integrated
+    forward from ``y_s`` at ``span[0]`` and read from its steps: ``a J + (0, g)`` with
+    ``J`` the Jacobian of the flow ``(y_s, L[mask]) -> y(span[1])``, the vjp of one
+    interval.
+
+    Its rules read no ``y`` backwards either: its tangent is the same vjp for the
+    sensitivity system ``(y, s)' = (F, J_y F s + J_L F dL)`` from ``(y_s, dy_s)``
+    with cotangent ``(da, a)``; its reverse rule, for cotangents ``(ab, gb)``, is the
+    sensitivity ``s(span[1])`` from ``(ab, gb)`` (the cotangent of ``a``) and the vjp
+    of that sensitivity system with cotangent ``(0, a)`` (those of ``y_s`` and ``L``).
+    Both are calls of ``_flow_vjp`` and ``odeint`` one perturbation down."""
+    args = (y_s, a, list(gp), list(L), span)
+    leaves, tree = flatten(args)
+    if not any(isinstance(v, Perturbed) for v in leaves):
+        adjoint = _Adjoint(F, mask, flatten(tuple(L))[1])
+
+        def plain(q):
+            y_s, a, gp, L, span = q
+            chosen = [v for v, m in zip(L, mask) if m]
+            return _adjoint_plain(adjoint, (None, y_s, a, gp, span, span, tuple(L), chosen),
+                                  opts, not any_tracer(leaves))
+        return _plain_call("odeint", plain, args, (a, list(gp)),
+                           lambda q: _flow_vjp(F, mask, q[0], q[1], q[2], q[3], span, opts))
+    top, carried, primals, forward = peel(leaves)
+    y_s, a, gp, L, span = tree.build(primals)
+    sizes = [len(flatten(v)[0]) for v in (y_s, a, gp, L)]
+    ends = np.cumsum(sizes)
+    c_y, c_a, c_g, c_L = (carried[e - k:e] for e, k in zip(ends, sizes))
+    moves = any(c_y) or any(c_L)              # else linear in (a, g)
+    out = _flow_vjp(F, mask, y_s, a, gp, L, span, opts)
+    if forward:
+        def tangent(tangents):
+            it = iter(tangents)
+            full = [next(it) if c else _zeros(v) for v, c in zip(primals, carried)]
+            dy, da, dg, dL, _ = tree.build(full)
+            if not moves:
+                return _flow_vjp(F, mask, y_s, da, dg, L, span, opts)
+            idx = [i for i, c in enumerate(c_L) if c]
+            F2 = _Tangent(F, tuple(c_L))
+            (da_s, _), dg_s = _flow_vjp(F2, tuple(mask) + (False,) * len(idx), (y_s, dy),
+                                        (da, a), dg, list(L) + [dL[i] for i in idx], span, opts)
+            return da_s, dg_s
+        tangents = [v.tangent for v, c in zip(leaves, carried) if c]
+        chosen = [v for v, c in zip(primals, carried) if c]
+        return forward_result(top, out, _each_direction(tangent, tangents, chosen, out))
+
+    def pullback(prims, ct):
+        y_s, a, gp, L, span = tree.build(list(prims))
+        ab, gb = ct
+        both = tuple(m or c for m, c in zip(mask, c_L))
+        git, dirs = iter(gb), []
+        for v, m, b in zip(L, mask, both):
+            d = next(git) if m else None
+            if b:
+                dirs.append(d if m else _zeros(v))
+        F2 = _Tangent(F, both)
+        L2 = list(L) + dirs
+        y_b, L_b = tree_map(_zeros, y_s), [None] * len(L)
+        if moves:
+            (y_b, _), g_b = _flow_vjp(F2, both + (False,) * len(dirs), (y_s, ab),
+                                      (tree_map(_zeros, a), a), [_zeros(d) for d in dirs], L2,
+                                      span, opts)
+            it = iter(g_b)
+            L_b = [next(it) if b else None for b in both]
+        a_b = (_index(_odeint(_field(F2, (y_s, ab, L2), opts), (y_s, ab), span, tuple(L2), opts),
+                      1)[1] if any(c_a) else tree_map(_zeros, a))
+        groups = (flatten(y_b)[0], flatten(a_b)[0], list(gb), L_b)
+        return [c for g, cs in zip(groups, (c_y, c_a, c_g, c_L)) for c, k in zip(g, cs) if k]
+    return recomputing_cells(top, leaves, carried, primals, out, pullback, "odeint")
+
+
+class _Flat:
+    """``f(y, t, *p)`` as ``F(y, t, *leaves)`` of ``p``'s leaves (equal when made alike,
+    for ``_StagedField``'s cache)."""
+    __slots__ = ('f', 'p_tree', 'key')
+
+    def __init__(self, f, p_tree):
+        self.f, self.p_tree, self.key = f, p_tree, (_Flat, f, p_tree.signature())
+
+    def __eq__(self, other):
+        return isinstance(other, _Flat) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, y, tt, *leaves):
+        return self.f(y, tt, *self.p_tree.build(list(leaves)))
+
+
+class _Tangent:
+    """``(y, s)' = (F, J_y F s + J_L F dL)`` for ``F(y, t, *L)``, the directions ``dL``
+    (after ``L`` among the params) for the leaves ``mask`` marks."""
+    __slots__ = ('F', 'mask', 'key')
+
+    def __init__(self, F, mask):
+        self.F, self.mask, self.key = F, tuple(mask), (_Tangent, F, tuple(mask))
+
+    def __eq__(self, other):
+        return isinstance(other, _Tangent) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, z, tt, *leaves):
+        y, s = z
+        n = len(self.mask)
+        L, idx = list(leaves[:n]), [i for i, m in enumerate(self.mask) if m]
+
+        def g(y, *ch):
+            M = list(L)
+            for i, c in zip(idx, ch):
+                M[i] = c
+            return self.F(y, tt, *M)
+        return _push(g, [y, *[L[i] for i in idx]], [s, *leaves[n:]], "odeint")
 
 
 def _adjoint_segment(fun, back, start, t_last, t_lo, t_hi, z, rtol, atol, mxstep, limit):

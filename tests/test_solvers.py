@@ -391,10 +391,9 @@ def stiff(k, y0=STIFF_Y0, checkpoints=None):
                      rtol=1e-10, atol=1e-10, checkpoints=checkpoints)[-1]
 
 
-@pytest.mark.parametrize('modes', ['f', 'r', 'ff', 'rf'])
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
 def test_odeint_derivatives_of_a_dissipative_system(modes):
-    # (fr, rr and hessian differentiate the adjoint by integrating y backwards with it,
-    # as JAX does: see notes/solvers.md)
+    # every pairing reads y from forward steps (fr and rr through _flow_vjp's rules)
     want = stiff_exact(1.0)[len(modes)]
     close(nest(modes, lambda k: anp.sum(STIFF_W * stiff(k)))(1.0), want, 1e-8)
 
@@ -407,6 +406,63 @@ def test_odeint_reverse_mode_of_a_dissipative_system_checkpointed(checkpoints):
           d1, 1e-8)
     close(nd.stage(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=checkpoints))))
           (1.0), d1, 1e-8)
+
+
+def stiff_hessians(k):
+    """With y(T) = E(k) y0 and L = w y(T) + |y(T)|^2 / 2: the Hessian of L in (y0, k)."""
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    A, B, Z = k * STIFF_M * 2.0, STIFF_M * 2.0, np.zeros((2, 2))
+    X = scipy_linalg.expm(np.block([[A, B, Z], [Z, A, B], [Z, Z, A]]))
+    E, dE, d2E = X[:2, :2], X[:2, 2:4], 2 * X[:2, 4:]
+    y = E @ STIFF_Y0
+    H = np.zeros((3, 3))
+    H[:2, :2] = E.T @ E
+    H[:2, 2] = H[2, :2] = dE.T @ (STIFF_W + y) + E.T @ (dE @ STIFF_Y0)
+    H[2, 2] = (STIFF_W + y) @ (d2E @ STIFF_Y0) + (dE @ STIFF_Y0) @ (dE @ STIFF_Y0)
+    return H
+
+
+def stiff_loss(z, checkpoints=None):
+    y = stiff(z[2], z[:2], checkpoints)
+    return anp.sum(STIFF_W * y) + 0.5 * anp.sum(y * y)
+
+
+Z0 = np.array([1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize('outer, inner', [(o, i) for o in 'fr' for i in 'fr'])
+def test_odeint_hessian_in_y0_and_a_parameter_of_a_dissipative_system(outer, inner):
+    H = stiff_hessians(1.0)
+    grad = {'f': nd.gradient_f, 'r': nd.gradient_r}[inner]
+    close(JAC[outer](grad(stiff_loss))(Z0), H, 1e-8)
+    if (outer, inner) == ('f', 'r'):
+        close(nd.hessian(stiff_loss)(Z0), H, 1e-8)
+        v = np.array([0.5, -1.0, 2.0])
+        close(nd.hvp(stiff_loss, Z0, v), H @ v, 1e-8)
+
+
+def test_odeint_nested_reverse_of_a_dissipative_system_checkpointed():
+    loss = lambda z: stiff_loss(z, 3)                        # noqa: E731
+    close(nd.hessian(loss)(Z0), stiff_hessians(1.0), 1e-8)
+    close(nd.gradient_r(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=3))))(1.0),
+          stiff_exact(1.0)[2], 1e-8)
+
+
+def test_odeint_nested_reverse_of_a_dissipative_system_staged():
+    H = stiff_hessians(1.0)
+    close(nd.stage(nd.hessian(stiff_loss))(Z0), H, 1e-8)
+    rr = nd.stage(nd.gradient_r(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k)))))
+    close(rr(1.0), stiff_exact(1.0)[2], 1e-8)
+
+
+def test_odeint_third_derivatives_through_the_adjoint():
+    # y' = -k y: y(T) = y0 exp(-k T); d3/dk3 = -T^3 y(T), at several output times
+    t = np.array([0.0, 0.5, 1.0, 2.0])
+    L = lambda k: anp.sum(nd.odeint(lambda y, t, k: -k * y, 1.5, t, k, rtol=1e-11,  # noqa
+                                    atol=1e-11))
+    want = sum(-s ** 3 * 1.5 * math.exp(-0.7 * s) for s in t)
+    for modes in ('frr', 'rrr', 'rfr', 'ffr', 'rrf'):
+        close(nest(modes, L)(0.7), want, 1e-7)
 
 
 def test_odeint_backward_reintegration_fails_on_the_dissipative_system():
