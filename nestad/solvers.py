@@ -36,8 +36,19 @@ from .values import Perturbed, primal_value
 
 # ---------------------------------------------------------------- plain vectors
 
+_FLOAT64 = np.dtype(np.float64)      # (`is` against it: `==` with a type costs a conversion)
+
 def _ravel(x, what):
     """A plain structure as one float64 vector, and the function rebuilding it."""
+    if x.__class__ is np.ndarray and x.dtype is _FLOAT64:      # one array: no flattening
+        shape = x.shape                   # (a solver's every step goes through here)
+
+        def unravel_array(v):
+            if v.__class__ is np.ndarray:
+                return v.reshape(shape)
+            from . import numpy as anp
+            return anp.reshape(v, shape)
+        return x.ravel(), unravel_array
     leaves, tree = flatten(x)
     for k, a in enumerate(leaves):
         if isinstance(a, Perturbed):
@@ -88,7 +99,11 @@ def _plain_call(name, fn, params, example, solver):
 def _flat(x):
     """A structure of nestad values as one vector."""
     from . import numpy as anp
-    return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(x)[0]])
+    leaves = flatten(x)[0]
+    if len(leaves) == 1:                  # (no copy: staged, one operation less a call)
+        a = leaves[0]
+        return a if anp._shape(a) and len(anp._shape(a)) == 1 else anp.reshape(a, (-1,))
+    return anp.concatenate([anp.reshape(a, (-1,)) for a in leaves])
 
 
 class _SolverCall:
@@ -584,7 +599,7 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     return implicit(params)
 
 
-def _staged_or_eager(traced, eager, leaves, after=20):
+def _staged_or_eager(traced, eager, leaves, after=8):
     """``eager`` for the first ``after`` calls, then ``traced`` through ``nd.stage``: a
     solver's many iterations pay a gradient's eager overhead (many times its arithmetic)
     once, and a solver done in a few pays no tracing.  Eager throughout where staging
@@ -627,7 +642,10 @@ def _minimize_plain(f, x0, params, method, tol, maxiter):
 
     def fg(v):
         value, g = fg_flat(v, *p_leaves)
-        return float(np.reshape(value, ())), np.asarray(g, dtype=float)
+        if value.__class__ is not float and value.__class__ is not np.float64:
+            value = np.reshape(value, ())
+        return float(value), g if g.__class__ is np.ndarray and g.dtype is _FLOAT64 \
+            else np.asarray(g, float)
 
     def hessian(v):                  # the Jacobian of the gradient: one batched pass
         return _jacobian(lambda u, *p: gradient_r(f)(u, *p), v, params, unravel, v.size)
