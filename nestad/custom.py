@@ -33,9 +33,9 @@ def peel(leaves):
     if getattr(interp, 'runs_functions', False):
         raise MissingRuleError(
             "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
-            "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
-            "its derivatives are implicit. Nest nestad.derivative for its higher "
-            "derivatives")
+            "with derivative rules of its own (odeint's reverse-mode rule, a gradient through "
+            "odeint taken inside a jet): nest nestad.derivative for its higher derivatives, or "
+            "take the jet inside the gradient")
     carried, primals = split(leaves, top)
     return top, carried, list(primals), interp is FORWARD
 

@@ -26,7 +26,9 @@ import numpy as np
 
 from . import perturbation
 from .arrays import make_bundle
-from .custom import forward_result, peel, recomputing_cells
+from .batching import batched_top, call_per_member
+from .custom import forward_result, peel, recomputing_cells, runs_through
+from .interpret import outermost, split
 from .errors import InvalidInputError, NestadError
 from .extraction import primal_of, tangent_of
 from .structures import flatten, tree_map
@@ -130,6 +132,12 @@ def _implicit(solve, residual, solve_jx, params, what):
     leaves, tree = flatten(tuple(params))
     if not any(isinstance(a, Perturbed) for a in leaves):
         return solve(tuple(params))
+    top = batched_top(leaves)
+    if top is not None:                   # vmap: each member's solve (batching.FALLBACKS)
+        return call_per_member(lambda q: _implicit(solve, residual, solve_jx, q, what), leaves,
+                               tree, top, what)
+    if runs_through(leaves):
+        return _implicit_jet(solve, residual, solve_jx, leaves, tree, what)
     top, carried, primals, forward = peel(leaves)
     p = tree.build(primals)
     x = _implicit(solve, residual, solve_jx, p, what)
@@ -150,6 +158,34 @@ def _implicit(solve, residual, solve_jx, params, what):
         _, pb = vjp(residual_of_chosen, *chosen)
         return [tree_map(lambda c: -c, c) for c in pb(w)]
     return recomputing_cells(top, leaves, carried, primals, x, pullback, what)
+
+
+def _implicit_jet(solve, residual, solve_jx, leaves, tree, what):
+    """``_implicit`` under Taylor mode (params' outermost run a jet of order K): the
+    coefficients of ``x(p(t))`` order by order.  With ``x_1..x_{k-1}`` known, coefficient
+    ``k`` of ``F(x(t), p(t)) = 0`` is ``J_x x_k + r_k`` where ``r_k`` is coefficient ``k``
+    of ``F`` at the jet ``(x_0, .., x_{k-1}, 0)`` (``x_k`` enters coefficient ``k`` only
+    through ``J_x``), so ``x_k = -J_x^-1 r_k``: K evaluations of ``F`` on jets and K
+    solves with the one ``J_x`` (each a ``linear_solve``, differentiable in the older
+    runs)."""
+    from .taylor import coefficients, make_jet, _zero
+    top, _ = outermost(leaves)
+    carried, primals = split(leaves, top)
+    p = tree.build(list(primals))
+    x = _implicit(solve, residual, solve_jx, p, what)
+    K = min(len(a.series) for a, c in zip(leaves, carried) if c)
+    series = [coefficients(a, top, K) if c else None for a, c in zip(leaves, carried)]
+    x_leaves, x_tree = flatten(x)
+    C = [[a] for a in x_leaves]
+    for k in range(1, K + 1):
+        xs = x_tree.build([make_jet(top, c + [_zero(a)]) for c, a in zip(C, x_leaves)])
+        ps = tree.build([make_jet(top, s[:k + 1]) if c else a
+                         for a, c, s in zip(leaves, carried, series)])
+        r_leaves, r_tree = flatten(residual(xs, *ps))
+        r = r_tree.build([-coefficients(y, top, k)[k] for y in r_leaves])
+        for c, d in zip(C, flatten(solve_jx(x, p, r, False))[0]):
+            c.append(d)
+    return x_tree.build([make_jet(top, c) for c in C])
 
 
 def _push(fn, primals, tangents, what):
@@ -370,7 +406,8 @@ def _gmres(A, b, tol, maxiter, restart=60):
 def _linear_method(x, method):
     if method is not None:
         return method
-    return "direct" if _ravel(primal_tree(x), "root")[0].size <= 200 else "gmres"
+    size = sum(int(np.prod(np.shape(a))) for a in flatten(x)[0])   # (a member's, under vmap)
+    return "direct" if size <= 200 else "gmres"
 
 
 def primal_tree(x):
@@ -438,6 +475,12 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     if solver is not None and not callable(solver):
         raise InvalidInputError("root: solver must be a function solver(fun, x0) -> x on plain "
                                 f"values, not {type(solver).__name__}")
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's root
+        return call_per_member(lambda q: root(f, q[0], *q[1], tol=tol, maxiter=maxiter,
+                                              solver=solver, linear_method=linear_method),
+                               every, every_tree, top, 'root')
     x0 = primal_tree(x0)
     _check_limits("root", tol, maxiter)
 
@@ -448,6 +491,11 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     def implicit(p):
         return _implicit(solve, f, _jacobian_solver(f, False, linear_method, tol), p, "root")
     return implicit(params)
+
+
+def _batched_start(x0, top):
+    """Does ``x0`` carry vmap's run ``top`` (a start point per member)?"""
+    return any(isinstance(a, Perturbed) and a.tag == top for a in flatten(x0)[0])
 
 
 def _check_limits(name, tol, maxiter):
@@ -583,6 +631,12 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
         raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)}, "
                                 "'scipy:NAME' (a scipy.optimize.minimize method) or a function "
                                 f"method(value_and_grad, x0) -> x; got {method!r}")
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's minimum
+        return call_per_member(lambda q: minimize(f, q[0], *q[1], method=method, tol=tol,
+                                                  maxiter=maxiter, linear_method=linear_method),
+                               every, every_tree, top, 'minimize')
     x0 = primal_tree(x0)
 
     def gradient(x, *p):
@@ -826,6 +880,12 @@ def _odeint(f, y0, t, params, opts):
         example = tree_map(lambda a: np.zeros((np.shape(t)[0],) + np.shape(a)), primal_tree(y0))
         return _plain_call("odeint", lambda q: _rk45(f, q[0], q[1], q[2], opts),
                            (y0, t, params), example, lambda q: _odeint(f, q[0], q[1], q[2], opts))
+    top = batched_top(leaves)
+    if top is not None:                   # vmap: each member's solution (batching.FALLBACKS)
+        return call_per_member(lambda q: _odeint(f, q[0], t, q[1], opts), leaves, tree, top,
+                               'odeint')
+    if runs_through(leaves):
+        return _odeint_jet(f, leaves, tree, n_y, t, opts)
     top, carried, primals, forward = peel(leaves)
     y0p, pp = tree.build(primals)
     steps = starts = None
@@ -873,6 +933,66 @@ def _odeint(f, y0, t, params, opts):
         a_leaves = flatten(a)[0]
         return [c for c, k in zip(a_leaves, carried[:n_y]) if k] + list(gp)
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
+
+
+def _odeint_jet(f, leaves, tree, n_y, t, opts):
+    """``odeint`` under Taylor mode (``y0`` or params' outermost run a jet of order K):
+    the coefficients ``y_0..y_K`` of ``y(t; s)`` in the jet's variable ``s`` solve the
+    ODE of the coefficients, ``y_j' = coefficient j of f(y_0 + y_1 s + .., t, p(s))``, a
+    system of K+1 copies of ``y`` integrated as one (``_JetField``, by Taylor mode at a
+    fresh tag per evaluation, so that the rules of the older runs can differentiate it)."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, _ = split(leaves, top)
+    K = min(len(a.series) for a, c in zip(leaves, carried) if c)
+    y0, params = tree.build(list(leaves))
+    y_leaves, y_tree = flatten(y0)
+    p_leaves, p_tree = flatten(params)
+    columns = [coefficients(a, top, K) for a in y_leaves]
+    Z0 = [[c[j] for c in columns] for j in range(K + 1)]
+    p_carried = tuple(carried[n_y:])
+    Q = [v for a, c in zip(p_leaves, p_carried) for v in (coefficients(a, top, K) if c else [a])]
+    rhs = _JetField(f, y_tree, p_tree, p_carried, K)
+    Z = _odeint(_field(rhs, (Z0, Q), opts), Z0, t, tuple(Q), opts)
+    return y_tree.build([make_jet(top, [Z[j][i] for j in range(K + 1)])
+                         for i in range(len(y_leaves))])
+
+
+class _JetField:
+    """The right-hand side of the ODE of Taylor coefficients (``_odeint_jet``): the state
+    ``Z[j]`` the leaves of ``y``'s coefficient ``j``; params ``K+1`` coefficients per
+    leaf that ``p_carried`` marks, else the leaf."""
+    __slots__ = ('f', 'y_tree', 'p_tree', 'p_carried', 'K', 'key')
+
+    def __init__(self, f, y_tree, p_tree, p_carried, K):
+        self.f, self.y_tree, self.p_tree, self.p_carried, self.K = f, y_tree, p_tree, p_carried, K
+        self.key = (_JetField, f, y_tree.signature(), p_tree.signature(), p_carried, K)
+
+    def __eq__(self, other):
+        return isinstance(other, _JetField) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, Z, tt, *Q):
+        from .taylor import _run
+        K, n = self.K, len(Z[0])
+        primals = list(Z[0])
+        normalised = [[Z[j][i] for j in range(1, K + 1)] for i in range(n)]
+        at = 0
+        for c in self.p_carried:
+            primals.append(Q[at])
+            normalised.append(list(Q[at + 1:at + K + 1]) if c else None)
+            at += K + 1 if c else 1
+
+        def on_leaves(*ls):
+            return self.f(self.y_tree.build(list(ls[:n])), tt,
+                          *self.p_tree.build(list(ls[n:])))
+        _, coeffs = _run(on_leaves, primals, normalised, K, "odeint", {})
+        if len(coeffs) != n:
+            raise InvalidInputError(f"odeint: f(y, t, *params) returned {len(coeffs)} leaves for "
+                                    f"a y of {n}; it must return dy/dt, shaped like y")
+        return [[c[j] for c in coeffs] for j in range(K + 1)]
 
 
 class _Augmented:
@@ -1016,6 +1136,10 @@ def _flow_vjp(F, mask, y_s, a, gp, L, span, opts):
                                   opts, not any_tracer(leaves))
         return _plain_call("odeint", plain, args, (a, list(gp)),
                            lambda q: _flow_vjp(F, mask, q[0], q[1], q[2], q[3], span, opts))
+    top = batched_top(leaves)
+    if top is not None:
+        return call_per_member(lambda q: _flow_vjp(F, mask, q[0], q[1], q[2], q[3], span, opts),
+                               leaves, tree, top, 'odeint')
     top, carried, primals, forward = peel(leaves)
     y_s, a, gp, L, span = tree.build(primals)
     sizes = [len(flatten(v)[0]) for v in (y_s, a, gp, L)]

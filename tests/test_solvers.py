@@ -583,3 +583,136 @@ def test_minimize_with_a_function_staging_cannot_hold():
     close(x, [1.0, 1.0], 1e-9)
     close(nd.derivative(lambda a: nd.minimize(rosen, np.array([-1.2, 1.0]), a))(1.0),
           [1.0, 2.0], 1e-7)                               # the minimum is (a, a^2)
+
+
+# ---------------------------------------------------------------- Taylor mode
+
+def nested_derivatives(f, k, x):
+    out = []
+    for _ in range(k + 1):
+        out.append(f(x))
+        f = nd.derivative(f)
+    return out
+
+
+def test_root_under_taylor_mode_closed_form():
+    # sqrt(a) as the root of x^2 - a: d^k/da^k a^(1/2) = (1/2)(-1/2)...(3/2 - k) a^(1/2 - k)
+    for a in (2.0, 1e-6, 1e6):
+        d = nd.derivatives(sqrt_by_root, 6)(a)
+        for k in range(7):
+            want = math.prod(0.5 - j for j in range(k)) * a ** (0.5 - k)
+            assert abs(d[k] - want) <= 1e-12 * abs(want), (a, k, d[k], want)
+
+
+def test_root_of_a_system_under_taylor_mode_against_nested_derivative():
+    def f(x, p):
+        return anp.stack([x[0] + p['a'] * x[1] ** 2 - 1.0, x[1] + p['b'] * anp.sin(x[0]) - p['a']])
+    sol = lambda s: anp.sum(nd.root(f, np.array([0.0, 1.0]), {'a': 0.5 + s, 'b': 0.3 - 2 * s},  # noqa
+                                    ) ** 2)
+    close(nd.derivatives(sol, 4)(0.1), nested_derivatives(sol, 4, 0.1), 1e-9)
+
+
+@pytest.mark.parametrize('method', ['cg', 'gmres', 'direct'])
+def test_linear_solve_under_taylor_mode_closed_form(method):
+    # x(s) = (S + s I)^-1 b: d^k x / ds^k = (-1)^k k! (S + s I)^-(k+1) b
+    S = L0 @ L0.T + np.eye(4)
+    x = lambda s: nd.linear_solve(lambda v, s: S @ v + s * v, B0, s, method=method)  # noqa: E731
+    d = nd.derivatives(x, 5)(0.3)
+    inv = np.linalg.inv(S + 0.3 * np.eye(4))
+    for k in range(6):
+        close(d[k], (-1) ** k * math.factorial(k) * np.linalg.matrix_power(inv, k + 1) @ B0,
+              1e-10)
+
+
+def test_minimize_under_taylor_mode():
+    mpmath = pytest.importorskip('mpmath')
+    # argmin cosh(x) - a x = asinh(a): against mpmath's derivatives of asinh
+    m = lambda a: nd.minimize(lambda x, a: anp.cosh(x) - a * x, 0.0, a, tol=1e-13)  # noqa: E731
+    want = mpmath.diffs(mpmath.asinh, mpmath.mpf('0.7'), 5)
+    close(nd.derivatives(m, 5)(0.7), [float(w) for w in want], 1e-10)
+    # ridge regression's minimiser against nested derivatives of its closed form
+    ridge = lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam, method='newton')  # noqa: E731
+    want = nested_derivatives(ridge_closed, 4, 0.7)
+    for got, w in zip(nd.derivatives(ridge, 4)(0.7), want):
+        close(got, w, 1e-8 * max(1.0, np.abs(w).max()))
+
+
+def test_odeint_under_taylor_mode():
+    # y' = -k y: d^j/dk^j y(t) = y0 (-t)^j exp(-k t), at every time
+    t = np.array([0.0, 0.5, 2.0])
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.5, t, k, rtol=1e-12,  # noqa: E731
+                                atol=1e-12)
+    for j, d in enumerate(nd.derivatives(decay, 5)(0.7)):
+        close(d, 1.5 * (-t) ** j * np.exp(-0.7 * t), 1e-9)
+    # the linear system y' = k M y against the matrix exponential, y0 and k moving
+    E, dE, d2E = expm_series(1.3)
+    y0, v = np.array([1.0, 0.5]), np.array([0.2, -1.0])
+    curve = lambda s: linear_ode(1.3 + s, y0 + s * v)                     # noqa: E731
+    d = nd.derivatives(curve, 2)(0.0)
+    close(d[0], E @ y0, 1e-10)
+    close(d[1], dE @ y0 + E @ v, 1e-9)
+    close(d[2], d2E @ y0 + 2 * dE @ v, 1e-8)
+    # Lotka-Volterra (a structure of params) against nested derivatives
+    L = lambda a: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T[:4], a, 0.6, 0.4, 0.8,  # noqa
+                                    rtol=1e-11, atol=1e-11) ** 2)
+    close(nd.derivatives(L, 3)(1.0), nested_derivatives(L, 3, 1.0), 1e-7)
+
+
+def test_solvers_under_taylor_mode_nest_and_stage():
+    # derivative of a jet, a jet of gradient_r, a staged jet, a jet inside hessian
+    d3 = lambda a: nd.derivatives(sqrt_by_root, 3)(a)[3]                  # noqa: E731
+    close(nd.derivative(d3)(4.0), 0.5 * -0.5 * -1.5 * -2.5 * 4.0 ** -3.5, 1e-12)
+    g = nd.gradient_r(lambda a: sqrt_by_root(a) ** 3)                     # 1.5 a^(1/2)
+    close(nd.derivatives(g, 3)(4.0), [1.5 * 2.0, 0.75 / 2.0, -0.375 / 8.0, 0.5625 / 32.0], 1e-12)
+    st = nd.stage(nd.derivatives(sqrt_by_root, 4))
+    for a in (4.0, 9.0):
+        close(st(a), nd.derivatives(sqrt_by_root, 4)(a), 1e-13)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,  # noqa
+                                rtol=1e-12, atol=1e-12)[1]
+    close(nd.derivative(lambda k: nd.derivatives(decay, 2)(k)[2])(0.5), -math.exp(-0.5), 1e-9)
+
+
+# ---------------------------------------------------------------- vmap and stop_gradient
+
+def test_solvers_under_vmap():
+    a = np.array([1.0, 4.0, 9.0])
+    close(nd.vmap(sqrt_by_root)(a), np.sqrt(a), 1e-12)
+    close(nd.vmap(nd.derivative(sqrt_by_root))(a), 0.5 / np.sqrt(a), 1e-12)
+    close(nd.vmap(nd.gradient_r(sqrt_by_root))(a), 0.5 / np.sqrt(a), 1e-12)
+    close(nd.gradient_r(lambda a: anp.sum(nd.vmap(sqrt_by_root)(a)))(a), 0.5 / np.sqrt(a), 1e-12)
+    # vmap over the start point: each member its own root of x^2 - 4
+    close(nd.vmap(lambda x0: nd.root(lambda x, a: x * x - a, x0, 4.0))(np.array([-3.0, 3.0])),
+          [-2.0, 2.0], 1e-12)
+    lams = np.array([0.3, 0.7])
+    close(nd.vmap(lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam))(lams),
+          np.stack([ridge_closed(lam) for lam in lams]), 1e-8)
+    close(nd.vmap(nd.jacobian_r(lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam)))(lams),
+          np.stack([nd.jacobian_f(ridge_closed)(lam) for lam in lams]), 1e-7)
+    bs = np.stack([B0, 2 * B0, -B0])
+    close(nd.vmap(lambda b: nd.linear_solve(lambda x, A: A @ x, b, A0))(bs),
+          np.linalg.solve(A0, bs.T).T, 1e-10)
+    ks = np.array([0.5, 1.0, 2.0])
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,  # noqa
+                                rtol=1e-11, atol=1e-11)[1]
+    close(nd.vmap(decay)(ks), np.exp(-ks), 1e-9)
+    close(nd.vmap(nd.gradient_r(decay))(ks), -np.exp(-ks), 1e-9)
+    close(nd.vmap(nd.hessian(decay))(ks), np.exp(-ks), 1e-8)
+
+
+def test_solvers_under_stop_gradient():
+    # a stopped answer has no derivative; a stopped solver keeps its arguments' derivative
+    # and cuts the value it reads from its closure
+    close(nd.derivative(lambda a: sqrt_by_root(a) + nd.stop_gradient(sqrt_by_root(a)))(4.0),
+          0.25, 1e-12)
+
+    def h(b):
+        # root of x^2 - a b in a: sqrt(a b), with b (closed over) held constant
+        solve = lambda a: nd.root(lambda x, a: x * x - a * nd.primal_value(b), 1.0, a)  # noqa
+        return nd.stop_gradient(solve)(b)
+    close(h(4.0), 4.0, 1e-12)
+    close(nd.derivative(h)(4.0), 0.5 * math.sqrt(4.0 / 4.0), 1e-12)      # d/da sqrt(a b) at a=b
+    close(nd.gradient_r(h)(4.0), 0.5, 1e-12)
+    for op in (nd.derivative, nd.gradient_r):
+        k = op(lambda k: nd.stop_gradient(nd.odeint(lambda y, t, k: -k * y, 1.0,
+                                                    np.array([0.0, 1.0]), k))[1] + k)(0.5)
+        close(k, 1.0, 1e-15)
