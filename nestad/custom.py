@@ -33,9 +33,8 @@ def peel(leaves):
     if getattr(interp, 'runs_functions', False):
         raise MissingRuleError(
             "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
-            "with derivative rules of its own (odeint's reverse-mode rule, a gradient through "
-            "odeint taken inside a jet): nest nestad.derivative for its higher derivatives, or "
-            "take the jet inside the gradient")
+            "with derivative rules of its own: nest nestad.derivative for its higher "
+            "derivatives")
     carried, primals = split(leaves, top)
     return top, carried, list(primals), interp is FORWARD
 

@@ -1140,6 +1140,8 @@ def _flow_vjp(F, mask, y_s, a, gp, L, span, opts):
     if top is not None:
         return call_per_member(lambda q: _flow_vjp(F, mask, q[0], q[1], q[2], q[3], span, opts),
                                leaves, tree, top, 'odeint')
+    if runs_through(leaves):
+        return _flow_vjp_jet(F, mask, leaves, tree, span, opts)
     top, carried, primals, forward = peel(leaves)
     y_s, a, gp, L, span = tree.build(primals)
     sizes = [len(flatten(v)[0]) for v in (y_s, a, gp, L)]
@@ -1186,6 +1188,41 @@ def _flow_vjp(F, mask, y_s, a, gp, L, span, opts):
         groups = (flatten(y_b)[0], flatten(a_b)[0], list(gb), L_b)
         return [c for g, cs in zip(groups, (c_y, c_a, c_g, c_L)) for c, k in zip(g, cs) if k]
     return recomputing_cells(top, leaves, carried, primals, out, pullback, "odeint")
+
+
+def _flow_vjp_jet(F, mask, leaves, tree, span, opts):
+    """``_flow_vjp`` under Taylor mode (order K): the same vjp for the ODE of the Taylor
+    coefficients (``_JetField``).  Its Jacobian is block lower triangular Toeplitz
+    (coefficient k of ``y'`` depends on ``y_m`` through ``J_{k-m}``), so its adjoint with
+    the cotangents in reverse order, ``(a_K, .., a_0)``, is the jet of the adjoint:
+    ``a_{K-m}`` at ``span[0]`` is the adjoint's block ``m``, and coefficient ``j`` of ``g``
+    the output for the params' coefficient ``K-j``."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, _ = split(leaves, top)
+    K = min(len(v.series) for v, c in zip(leaves, carried) if c)
+    y_s, a, gp, L, _ = tree.build(list(leaves))
+    y_leaves, y_tree = flatten(y_s)
+    a_leaves, a_tree = flatten(a)
+    L_carried = carried[len(y_leaves) + len(a_leaves) + len(gp):][:len(L)]
+    moving = tuple(c or m for c, m in zip(L_carried, mask))   # all coefficients of these
+    Q, Q_mask = [], []
+    for v, mv, m in zip(L, moving, mask):
+        Q.extend(coefficients(v, top, K) if mv else [v])
+        Q_mask.extend([m] * (K + 1 if mv else 1))
+    ys = [coefficients(v, top, K) for v in y_leaves]
+    As = [coefficients(v, top, K) for v in a_leaves]
+    Gs = [coefficients(v, top, K) for v in gp]
+    Z0 = [[c[j] for c in ys] for j in range(K + 1)]
+    A_e = [[c[K - j] for c in As] for j in range(K + 1)]
+    G_e = [c[K - m] for c in Gs for m in range(K + 1)]   # the chosen leaves' K+1 entries
+    rhs = _JetField(F, y_tree, flatten(tuple(L))[1], moving, K)
+    A_s, G_s = _flow_vjp(rhs, tuple(Q_mask), Z0, A_e, G_e, Q, span, opts)
+    a_s = a_tree.build([make_jet(top, [A_s[K - j][i] for j in range(K + 1)])
+                        for i in range(len(a_leaves))])
+    g_s = [make_jet(top, [G_s[i * (K + 1) + K - j] for j in range(K + 1)])
+           for i in range(len(gp))]
+    return a_s, g_s
 
 
 class _Flat:

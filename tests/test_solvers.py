@@ -672,6 +672,24 @@ def test_solvers_under_taylor_mode_nest_and_stage():
     close(nd.derivative(lambda k: nd.derivatives(decay, 2)(k)[2])(0.5), -math.exp(-0.5), 1e-9)
 
 
+def test_odeint_gradient_under_taylor_mode():
+    # a jet of a reverse gradient through odeint: the adjoint of the ODE of the Taylor
+    # coefficients.  d/dk y(1) = -y0 exp(-k), so its derivatives are (-1)^(j+1) y0 exp(-k)
+    g = nd.gradient_r(lambda k: nd.odeint(lambda y, t, k: -k * y, 1.5, np.array([0.0, 0.5, 1.0]),
+                                          k, rtol=1e-12, atol=1e-12)[2])
+    close(nd.derivatives(g, 4)(0.7), [(-1) ** (j + 1) * 1.5 * math.exp(-0.7) for j in range(5)],
+          1e-10)
+    # Lotka-Volterra, the gradient in y0 and a parameter, along a curve moving both
+    L = lambda y0, a: anp.sum(nd.odeint(lotka_volterra, y0, LV_T[:4], a, 0.6, 0.4, 0.8,  # noqa
+                                        rtol=1e-11, atol=1e-11) ** 2)
+
+    def G(s):
+        gy, ga = nd.gradient_r(L, (0, 1))(LV_Y0 * (1 + 0.1 * s), 1.0 + s)
+        return anp.concatenate([gy, anp.reshape(ga, (1,))])
+    for got, want in zip(nd.derivatives(G, 2)(0.0), nested_derivatives(G, 2, 0.0)):
+        close(got, want, 1e-8 * np.abs(want).max())
+
+
 # ---------------------------------------------------------------- vmap and stop_gradient
 
 def test_solvers_under_vmap():
