@@ -669,6 +669,9 @@ def test_solvers_under_taylor_mode_nest_and_stage():
         close(st(a), nd.derivatives(sqrt_by_root, 4)(a), 1e-13)
     decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,  # noqa
                                 rtol=1e-12, atol=1e-12)[1]
+    st = nd.stage(nd.derivatives(decay, 3))
+    for k in (0.7, 0.9):
+        close(st(k), [(-1) ** j * math.exp(-k) for j in range(4)], 1e-10)
     close(nd.derivative(lambda k: nd.derivatives(decay, 2)(k)[2])(0.5), -math.exp(-0.5), 1e-9)
 
 
