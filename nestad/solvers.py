@@ -20,6 +20,7 @@ the same function handles those, one run at a time), and then
 The numerical work at the bottom runs on plain values (numpy); inside ``nd.stage`` it
 is recorded as one call that runs the solver when the program runs.
 """
+import bisect
 import math
 
 import numpy as np
@@ -1305,13 +1306,16 @@ def _read_back(back, steps, z, t_end, t_start, rtol, atol, mxstep):
     """``z' = back(t, z, y(t))`` integrated from ``t_end`` to ``t_start``, ``y(t)`` by
     the interpolant of the step holding ``t`` (``steps``: ``(t, h, y, Q)``, in order)."""
     direction = 1.0 if steps[0][1] > 0 else -1.0
-    starts = direction * np.array([st[0] for st in steps])
+    starts = [direction * st[0] for st in steps]
+    last = len(steps) - 1
 
-    def y_at(tt):
-        k = min(max(int(np.searchsorted(starts, direction * tt, 'right')) - 1, 0),
-                len(steps) - 1)
+    def y_at(tt):                             # (bisect and the powers by hand: this runs at
+        k = min(max(bisect.bisect_right(starts, direction * tt) - 1, 0), last)   # each stage)
         t0, h, y0, Q = steps[k]
-        return y0 + h * (Q @ np.cumprod(np.full(4, (tt - t0) / h)))
+        x = (tt - t0) / h
+        x2 = x * x
+        x3 = x2 * x                           # (as cumprod: the same bits as before)
+        return y0 + h * (Q @ np.array((x, x2, x3, x3 * x)))
     return _integrate(lambda tt, v: back(tt, v, y_at(tt)), z, np.array([t_end, t_start]),
                       rtol, atol, mxstep)[-1]
 
