@@ -681,22 +681,22 @@ def _minimize_plain(f, x0, params, method, tol, maxiter):
     from .operators import gradient_r, hvp, value_and_gradient_r
     x, unravel = _ravel(x0, "minimize")
 
-    p_leaves, p_tree = flatten(tuple(params))
+    p_leaves = flatten(tuple(params))[0]
 
-    def fg_eager(v, *leaves):
-        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
+    def fg_eager(v):
+        value, g = value_and_gradient_r(f)(unravel(v), *params)
         if np.size(primal_value(value)) != 1 or isinstance(value, Perturbed):
             _ravel(value, "minimize's function")
             raise InvalidInputError("minimize: f(x, *params) must return one real number")
         return value, _ravel(g, "minimize's gradient")[0]
 
-    def fg_traced(v, *leaves):
-        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
-        return value, _flat(g)
+    def fg_traced(v):                 # the params are this solve's constants (the staged
+        value, g = value_and_gradient_r(f)(unravel(v), *params)   # function is per solve):
+        return value, _flat(g)        # what depends on them alone is computed when tracing
     fg_flat = _staged_or_eager(fg_traced, fg_eager, p_leaves)
 
     def fg(v):
-        value, g = fg_flat(v, *p_leaves)
+        value, g = fg_flat(v)
         if value.__class__ is not float and value.__class__ is not np.float64:
             value = np.reshape(value, ())
         return float(value), g if g.__class__ is np.ndarray and g.dtype is _FLOAT64 \
