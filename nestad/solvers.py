@@ -1036,8 +1036,8 @@ class _Adjoint(_Augmented):
         from .operators import vjp
         y, a, _ = z
         fy, pull = vjp(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), y, *ch)
-        cts = pull(a)
-        return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
+        cts = pull(tree_map(lambda c: -c, a))     # (one negation, not one per output)
+        return fy, cts[0], list(cts[1:])
 
 
 class _Reading:
@@ -1377,7 +1377,8 @@ class _StagedField:
 
             def flat(v, tt, *leaves):
                 out = fn(unravel(v), tt, *p_tree.build(list(leaves)))
-                return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(out)[0]])
+                return anp.concatenate([a if len(anp._shape(a)) == 1 else anp.reshape(a, (-1,))
+                                        for a in flatten(out)[0]])
             staged = self.cache[key] = stage(flat)
         if staged is False:
             return None
