@@ -51,7 +51,7 @@ def _ravel(x, what):
                 return v.reshape(shape)
             from . import numpy as anp
             return anp.reshape(v, shape)
-        return x.ravel(), unravel_array
+        return x.flatten(), unravel_array     # (a copy: a solver may update its vector in place)
     leaves, tree = flatten(x)
     for k, a in enumerate(leaves):
         if isinstance(a, Perturbed):

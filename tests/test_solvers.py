@@ -606,9 +606,10 @@ def test_root_under_taylor_mode_closed_form():
 
 def test_root_of_a_system_under_taylor_mode_against_nested_derivative():
     def f(x, p):
-        return anp.stack([x[0] + p['a'] * x[1] ** 2 - 1.0, x[1] + p['b'] * anp.sin(x[0]) - p['a']])
-    sol = lambda s: anp.sum(nd.root(f, np.array([0.0, 1.0]), {'a': 0.5 + s, 'b': 0.3 - 2 * s},  # noqa
-                                    ) ** 2)
+        return anp.stack([x[0] + p['a'] * x[1] ** 2 - 1.0,
+                          x[1] + p['b'] * anp.sin(x[0]) - p['a']])
+    sol = lambda s: anp.sum(nd.root(f, np.array([0.0, 1.0]),             # noqa: E731
+                                    {'a': 0.5 + s, 'b': 0.3 - 2 * s}) ** 2)
     close(nd.derivatives(sol, 4)(0.1), nested_derivatives(sol, 4, 0.1), 1e-9)
 
 
