@@ -738,3 +738,12 @@ def test_solvers_under_stop_gradient():
         k = op(lambda k: nd.stop_gradient(nd.odeint(lambda y, t, k: -k * y, 1.0,
                                                     np.array([0.0, 1.0]), k))[1] + k)(0.5)
         close(k, 1.0, 1e-15)
+
+
+def test_a_member_that_does_not_converge_under_vmap_raises():
+    # x^2 = -1 has no real root: the member's solve says so, as it would alone
+    with pytest.raises(NestadError, match="not a root: it did not converge"):
+        nd.vmap(sqrt_by_root)(np.array([4.0, -1.0]))
+    with pytest.raises(NestadError, match="odeint: more than mxstep=50 steps"):
+        nd.vmap(lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,
+                                    mxstep=50))(np.array([1.0, 1e4]))
