@@ -23,12 +23,6 @@ from .structures import flatten
 from .values import Batched, Perturbed, primal_value
 
 
-SOLVER_HAS_NO_TAYLOR_RULE = (
-    "Taylor mode (nestad.jet, derivatives, taylor_series) has no rule for this function "
-    "with derivative rules of its own (a solver: root, minimize, linear_solve, odeint): "
-    "its derivatives are implicit. Nest nestad.derivative for its higher derivatives")
-
-
 def reads_closure(out, top):
     """Does ``out``, computed from arguments whose outermost run is older than ``top``,
     carry run ``top`` or a later one?  Then the function read a value of that run from

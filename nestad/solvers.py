@@ -15,37 +15,47 @@ then
   the same rule (second derivatives are solves with the same operator and its
   derivative, never differentiated iterations).
 * ``odeint``'s forward mode integrates the sensitivity equations with the solution,
-  reverse mode the adjoint equations backwards from the stored solution at the
-  requested times; both are ``odeint`` calls, differentiated by the same rule.
+  reverse mode the adjoint equations backwards reading the solution from its forward
+  steps; both are ``odeint`` (or ``_flow_vjp``) calls, differentiated by their rules.
 
 The numerical work at the bottom runs on plain values (numpy); inside ``nd.stage`` it
 is recorded as one call that runs the solver when the program runs.
 """
+import bisect
 import math
 
 import numpy as np
 
 from . import perturbation
 from .arrays import make_bundle
-from .batching import call_per_member
-from .custom import SOLVER_HAS_NO_TAYLOR_RULE, forward_result, recomputing_cells
-from .interpret import FORWARD, FunctionOp, bind
+from .batching import batched_top, call_per_member
+from .custom import forward_result, recomputing_cells
+from .interpret import FORWARD, FunctionOp, bind, outermost, split
 from .errors import InvalidInputError, NestadError
 from .extraction import primal_of, tangent_of
 from .structures import flatten, tree_map
 from .tracer import StagingError, any_tracer, apply_traced, is_tracer
 from .values import Perturbed, primal_value
 from . import numpy as anp
-from .operators import vjp
+from .operators import gradient_r, hvp, value_and_gradient_r, vjp
 from .staging import stage
-from .operators import gradient_r, hvp, value_and_gradient_r
-from .operators import gradient_r
 
 
 # ---------------------------------------------------------------- plain vectors
 
+_FLOAT64 = np.dtype(np.float64)      # (`is` against it: `==` with a type costs a conversion)
+
 def _ravel(x, what):
     """A plain structure as one float64 vector, and the function rebuilding it."""
+    if x.__class__ is np.ndarray and x.dtype is _FLOAT64:      # one array: no flattening
+        shape = x.shape                   # (a solver's every step goes through here)
+
+        def unravel_array(v):
+            if v.__class__ is np.ndarray:
+                return v.reshape(shape)
+            from . import numpy as anp
+            return anp.reshape(v, shape)
+        return x.flatten(), unravel_array     # (a copy: a solver may update its vector in place)
     leaves, tree = flatten(x)
     for k, a in enumerate(leaves):
         if isinstance(a, Perturbed):
@@ -94,7 +104,11 @@ def _plain_call(name, fn, params, example, solver):
 
 def _flat(x):
     """A structure of nestad values as one vector."""
-    return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(x)[0]])
+    leaves = flatten(x)[0]
+    if len(leaves) == 1:                  # (no copy: staged, one operation less a call)
+        a = leaves[0]
+        return a if anp._shape(a) and len(anp._shape(a)) == 1 else anp.reshape(a, (-1,))
+    return anp.concatenate([anp.reshape(a, (-1,)) for a in leaves])
 
 
 class _SolverCall:
@@ -149,6 +163,34 @@ def _implicit_rule(top, leaves, carried, primals, params):
     return recomputing_cells(top, leaves, carried, primals, x, pullback, what)
 
 
+def _implicit_jet(solve, residual, solve_jx, leaves, tree, what):
+    """``_implicit`` under Taylor mode (params' outermost run a jet of order K): the
+    coefficients of ``x(p(t))`` order by order.  With ``x_1..x_{k-1}`` known, coefficient
+    ``k`` of ``F(x(t), p(t)) = 0`` is ``J_x x_k + r_k`` where ``r_k`` is coefficient ``k``
+    of ``F`` at the jet ``(x_0, .., x_{k-1}, 0)`` (``x_k`` enters coefficient ``k`` only
+    through ``J_x``), so ``x_k = -J_x^-1 r_k``: K evaluations of ``F`` on jets and K
+    solves with the one ``J_x`` (each a ``linear_solve``, differentiable in the older
+    runs)."""
+    from .taylor import coefficients, make_jet, _zero
+    top, _ = outermost(leaves)
+    carried, primals = split(leaves, top)
+    p = tree.build(list(primals))
+    x = _implicit(solve, residual, solve_jx, p, what)
+    K = min(len(a.series) for a, c in zip(leaves, carried) if c)
+    series = [coefficients(a, top, K) if c else None for a, c in zip(leaves, carried)]
+    x_leaves, x_tree = flatten(x)
+    C = [[a] for a in x_leaves]
+    for k in range(1, K + 1):
+        xs = x_tree.build([make_jet(top, c + [_zero(a)]) for c, a in zip(C, x_leaves)])
+        ps = tree.build([make_jet(top, s[:k + 1]) if c else a
+                         for a, c, s in zip(leaves, carried, series)])
+        r_leaves, r_tree = flatten(residual(xs, *ps))
+        r = r_tree.build([-coefficients(y, top, k)[k] for y in r_leaves])
+        for c, d in zip(C, flatten(solve_jx(x, p, r, False))[0]):
+            c.append(d)
+    return x_tree.build([make_jet(top, c) for c in C])
+
+
 IMPLICIT = FunctionOp(
     'implicit solver (linear_solve, root, minimize)',
     lambda leaves, q: _implicit(q['solve'], q['residual'], q['solve_jx'],
@@ -156,8 +198,9 @@ IMPLICIT = FunctionOp(
     {'forward': _implicit_rule, 'reverse': _implicit_rule,
      'batch': lambda top, leaves, carried, primals, q: call_per_member(   # member by member
          lambda p: _implicit(q['solve'], q['residual'], q['solve_jx'], p, q['what']),
-         leaves, q['tree'], top, q['what'])},
-    missing={'taylor': SOLVER_HAS_NO_TAYLOR_RULE})
+         leaves, q['tree'], top, q['what']),
+     'taylor': lambda top, leaves, carried, primals, q: _implicit_jet(
+         q['solve'], q['residual'], q['solve_jx'], leaves, q['tree'], q['what'])})
 
 
 def _push(fn, primals, tangents, what):
@@ -444,6 +487,12 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     if solver is not None and not callable(solver):
         raise InvalidInputError("root: solver must be a function solver(fun, x0) -> x on plain "
                                 f"values, not {type(solver).__name__}")
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's root
+        return call_per_member(lambda q: root(f, q[0], *q[1], tol=tol, maxiter=maxiter,
+                                              solver=solver, linear_method=linear_method),
+                               every, every_tree, top, 'root')
     x0 = primal_tree(x0)
     _check_limits("root", tol, maxiter)
 
@@ -454,6 +503,11 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     def implicit(p):
         return _implicit(solve, f, _jacobian_solver(f, False, linear_method, tol), p, "root")
     return implicit(params)
+
+
+def _batched_start(x0, top):
+    """Does ``x0`` carry vmap's run ``top`` (a start point per member)?"""
+    return any(isinstance(a, Perturbed) and a.tag == top for a in flatten(x0)[0])
 
 
 def _check_limits(name, tol, maxiter):
@@ -589,6 +643,12 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
         raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)}, "
                                 "'scipy:NAME' (a scipy.optimize.minimize method) or a function "
                                 f"method(value_and_grad, x0) -> x; got {method!r}")
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's minimum
+        return call_per_member(lambda q: minimize(f, q[0], *q[1], method=method, tol=tol,
+                                                  maxiter=maxiter, linear_method=linear_method),
+                               every, every_tree, top, 'minimize')
     x0 = primal_tree(x0)
 
     def gradient(x, *p):
@@ -604,7 +664,7 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
     return implicit(params)
 
 
-def _staged_or_eager(traced, eager, leaves, after=20):
+def _staged_or_eager(traced, eager, leaves, after=8):
     """``eager`` for the first ``after`` calls, then ``traced`` through ``nd.stage``: a
     solver's many iterations pay a gradient's eager overhead (many times its arithmetic)
     once, and a solver done in a few pays no tracing.  Eager throughout where staging
@@ -629,23 +689,26 @@ def _staged_or_eager(traced, eager, leaves, after=20):
 def _minimize_plain(f, x0, params, method, tol, maxiter):
     x, unravel = _ravel(x0, "minimize")
 
-    p_leaves, p_tree = flatten(tuple(params))
+    p_leaves = flatten(tuple(params))[0]
 
-    def fg_eager(v, *leaves):
-        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
+    def fg_eager(v):
+        value, g = value_and_gradient_r(f)(unravel(v), *params)
         if np.size(primal_value(value)) != 1 or isinstance(value, Perturbed):
             _ravel(value, "minimize's function")
             raise InvalidInputError("minimize: f(x, *params) must return one real number")
         return value, _ravel(g, "minimize's gradient")[0]
 
-    def fg_traced(v, *leaves):
-        value, g = value_and_gradient_r(f)(unravel(v), *p_tree.build(list(leaves)))
-        return value, _flat(g)
+    def fg_traced(v):                 # the params are this solve's constants (the staged
+        value, g = value_and_gradient_r(f)(unravel(v), *params)   # function is per solve):
+        return value, _flat(g)        # what depends on them alone is computed when tracing
     fg_flat = _staged_or_eager(fg_traced, fg_eager, p_leaves)
 
     def fg(v):
-        value, g = fg_flat(v, *p_leaves)
-        return float(np.reshape(value, ())), np.asarray(g, dtype=float)
+        value, g = fg_flat(v)
+        if value.__class__ is not float and value.__class__ is not np.float64:
+            value = np.reshape(value, ())
+        return float(value), g if g.__class__ is np.ndarray and g.dtype is _FLOAT64 \
+            else np.asarray(g, float)
 
     def hessian(v):                  # the Jacobian of the gradient: one batched pass
         return _jacobian(lambda u, *p: gradient_r(f)(u, *p), v, params, unravel, v.size)
@@ -783,10 +846,9 @@ def odeint(f, y0, t, *params, rtol=1.4e-8, atol=1.4e-8, mxstep=50_000, checkpoin
     interval of more steps keeps at most ``N`` step starts and recomputes the steps
     between them when the adjoint reaches them (recursively), so memory does not grow
     with the number of steps (the cost: one more forward pass per level).  Both modes
-    are ``odeint`` calls themselves, so derivatives nest to any order (a reverse-mode
-    derivative differentiated again integrates ``y`` backwards with the adjoint, as
-    JAX does: for strongly dissipative problems prefer forward over forward, or
-    reverse over forward; notes/solvers.md).  Raises if an interval between two times
+    are ``odeint`` calls themselves, so derivatives nest to any order; no derivative, of
+    any order or pairing, integrates ``y`` backwards (JAX's method, unstable on
+    dissipative problems; notes/solvers.md).  Raises if an interval between two times
     needs more than ``mxstep`` steps."""
     if not callable(f):
         raise InvalidInputError(f"odeint(f, y0, t, *params): f must be a function f(y, t, "
@@ -869,7 +931,7 @@ def _odeint_rule(top, leaves, carried, primals, params):
         gp = [_zeros(c) for c in chosen_p]
         for i in range(n - 1, 0, -1):
             start = _index(starts, i - 1) if starts is not None else (0.0, 0.0, 0.0, 0.0)
-            args = (start, _index(ys, i), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
+            args = (start, _index(ys, i - 1), a, gp, t[i - 1:i + 1], t[n - 1:], pp, chosen_p)
             if steps is not None and not any(isinstance(v, Perturbed) for v in flatten(args)[0]):
                 a, gp = _adjoint_plain(adjoint, args, opts, True, steps)
             else:
@@ -880,6 +942,66 @@ def _odeint_rule(top, leaves, carried, primals, params):
     return recomputing_cells(top, leaves, carried, primals, ys, pullback, "odeint")
 
 
+def _odeint_jet(f, leaves, tree, n_y, t, opts):
+    """``odeint`` under Taylor mode (``y0`` or params' outermost run a jet of order K):
+    the coefficients ``y_0..y_K`` of ``y(t; s)`` in the jet's variable ``s`` solve the
+    ODE of the coefficients, ``y_j' = coefficient j of f(y_0 + y_1 s + .., t, p(s))``, a
+    system of K+1 copies of ``y`` integrated as one (``_JetField``, by Taylor mode at a
+    fresh tag per evaluation, so that the rules of the older runs can differentiate it)."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, _ = split(leaves, top)
+    K = min(len(a.series) for a, c in zip(leaves, carried) if c)
+    y0, params = tree.build(list(leaves))
+    y_leaves, y_tree = flatten(y0)
+    p_leaves, p_tree = flatten(params)
+    columns = [coefficients(a, top, K) for a in y_leaves]
+    Z0 = [[c[j] for c in columns] for j in range(K + 1)]
+    p_carried = tuple(carried[n_y:])
+    Q = [v for a, c in zip(p_leaves, p_carried) for v in (coefficients(a, top, K) if c else [a])]
+    rhs = _JetField(f, y_tree, p_tree, p_carried, K)
+    Z = _odeint(_field(rhs, (Z0, Q), opts), Z0, t, tuple(Q), opts)
+    return y_tree.build([make_jet(top, [Z[j][i] for j in range(K + 1)])
+                         for i in range(len(y_leaves))])
+
+
+class _JetField:
+    """The right-hand side of the ODE of Taylor coefficients (``_odeint_jet``): the state
+    ``Z[j]`` the leaves of ``y``'s coefficient ``j``; params ``K+1`` coefficients per
+    leaf that ``p_carried`` marks, else the leaf."""
+    __slots__ = ('f', 'y_tree', 'p_tree', 'p_carried', 'K', 'key')
+
+    def __init__(self, f, y_tree, p_tree, p_carried, K):
+        self.f, self.y_tree, self.p_tree, self.p_carried, self.K = f, y_tree, p_tree, p_carried, K
+        self.key = (_JetField, f, y_tree.signature(), p_tree.signature(), p_carried, K)
+
+    def __eq__(self, other):
+        return isinstance(other, _JetField) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, Z, tt, *Q):
+        from .taylor import _run
+        K, n = self.K, len(Z[0])
+        primals = list(Z[0])
+        normalised = [[Z[j][i] for j in range(1, K + 1)] for i in range(n)]
+        at = 0
+        for c in self.p_carried:
+            primals.append(Q[at])
+            normalised.append(list(Q[at + 1:at + K + 1]) if c else None)
+            at += K + 1 if c else 1
+
+        def on_leaves(*ls):
+            return self.f(self.y_tree.build(list(ls[:n])), tt,
+                          *self.p_tree.build(list(ls[n:])))
+        _, coeffs = _run(on_leaves, primals, normalised, K, "odeint", {})
+        if len(coeffs) != n:
+            raise InvalidInputError(f"odeint: f(y, t, *params) returned {len(coeffs)} leaves for "
+                                    f"a y of {n}; it must return dy/dt, shaped like y")
+        return [[c[j] for c in coeffs] for j in range(K + 1)]
+
+
 ODEINT = FunctionOp(
     'odeint',
     lambda leaves, q: _odeint(q['f'], q['tree'].build(list(leaves))[0], q['t'],
@@ -887,8 +1009,9 @@ ODEINT = FunctionOp(
     {'forward': _odeint_rule, 'reverse': _odeint_rule,
      'batch': lambda top, leaves, carried, primals, q: call_per_member(   # member by member
          lambda yp: _odeint(q['f'], yp[0], q['t'], yp[1], q['opts']),
-         leaves, q['tree'], top, 'odeint')},
-    missing={'taylor': SOLVER_HAS_NO_TAYLOR_RULE})
+         leaves, q['tree'], top, 'odeint'),
+     'taylor': lambda top, leaves, carried, primals, q: _odeint_jet(
+         q['f'], leaves, q['tree'], q['n_y'], q['t'], q['opts'])})
 
 
 class _Augmented:
@@ -930,8 +1053,8 @@ class _Adjoint(_Augmented):
     def __call__(self, z, tt, p, ch):
         y, a, _ = z
         fy, pull = vjp(lambda y, *ch: self.f_of_chosen(y, tt, p, ch), y, *ch)
-        cts = pull(a)
-        return fy, tree_map(lambda c: -c, cts[0]), [-c for c in cts[1:]]
+        cts = pull(tree_map(lambda c: -c, a))     # (one negation, not one per output)
+        return fy, cts[0], list(cts[1:])
 
 
 class _Reading:
@@ -955,37 +1078,36 @@ class _Reading:
 
 
 def _adjoint_interval(adjoint, args, opts):
-    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_end,
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]``, ``args = (start, y_s,
     a, g, span, t_last, p, ch)``: the adjoint equations integrated backwards over one
     interval between output times, reading ``y`` from the forward steps, recomputed from
     ``start`` (the forward integration's state where its step holding ``span[0]``
-    began: the same steps, so traced and eager derivatives agree).  Its derivatives (second derivatives of ``odeint`` whose inner
-    derivative is reverse mode) integrate ``(y, a, g)`` backwards together from
-    ``y_end`` instead, as JAX does: ``odeint`` calls, which its rules differentiate in
-    turn, the same whether traced or not (the forward steps are not known when
-    tracing).  That loses accuracy where ``y`` is unstable backwards (notes/solvers.md).
-    """
+    began: the same steps, so traced and eager derivatives agree).  On perturbed values
+    (second derivatives whose inner derivative is reverse mode) it is ``_flow_vjp`` from
+    ``y_s``, the solution at ``span[0]``, which has rules of its own."""
     leaves = flatten(args)[0]
     if any(isinstance(v, Perturbed) for v in leaves):
-        _, y_end, a, gp, span, _, pp, chosen_p = args
-        rhs = _field(adjoint, args, opts)
-        _, a, gp = _index(_odeint(rhs, (y_end, a, gp), span[::-1], (pp, chosen_p), opts), 1)
-        return a, gp
+        _, y_s, a, gp, span, _, pp, chosen_p = args
+        it = iter(chosen_p)
+        L = [next(it) if c else v for v, c in zip(flatten(pp)[0], adjoint.carried)]
+        return _flow_vjp(_Flat(adjoint.f, adjoint.p_tree), adjoint.carried, y_s, a, gp, L,
+                         span, opts)
     staged = not any_tracer(leaves)
     return _plain_call("odeint", lambda q: _adjoint_plain(adjoint, q, opts, staged), args,
                        (args[2], args[3]), lambda q: _adjoint_interval(adjoint, q, opts))
 
 
 def _adjoint_plain(adjoint, args, opts, staged, steps=None):
-    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept."""
-    start, y_end, a, gp, span, t_last, pp, chosen_p = args
+    """``_adjoint_interval`` on plain values; ``steps``: all the forward steps, kept;
+    ``start`` None: the forward steps begin at ``span[0]`` from ``y_s``."""
+    start, y_s, a, gp, span, t_last, pp, chosen_p = args
     rtol, atol, mxstep, cache, limit = opts
     t_s, t_e = (float(v) for v in np.asarray(span, dtype=float))
-    yv = _ravel(y_end, "odeint's y0")[0]
+    yv = _ravel(y_s, "odeint's y0")[0]
     zv, z_unravel = _ravel((a, gp), "odeint")
     if not yv.size:
         return a, gp
-    reading, params = _Reading(adjoint, y_end), (yv, pp, chosen_p)
+    reading, params = _Reading(adjoint, y_s), (yv, pp, chosen_p)
     back = _StagedField(reading, cache).vector_field((a, gp), params, t_e, True) if staged \
         else None
     if back is None:
@@ -993,12 +1115,191 @@ def _adjoint_plain(adjoint, args, opts, staged, steps=None):
             return _ravel(reading(z_unravel(v), tt, y, pp, chosen_p), "odeint's f")[0]
     if steps is not None:
         return z_unravel(_read_back(back, steps, zv, t_e, t_s, rtol, atol, mxstep))
-    fun = _plain_fun(adjoint.f, y_end, pp, t_s)
+    f = _StagedField(adjoint.f, cache) if staged and start is None else adjoint.f
+    fun = _plain_fun(f, y_s, pp, t_s)
+    if start is None:
+        f0 = fun(t_s, yv)
+        start = (t_s, yv, f0, _initial_step(fun, t_s, yv, f0, t_e, 1.0 if t_e > t_s else -1.0,
+                                            rtol, atol))
+        t_last = t_e
     t0, y0, f0, h0 = start
     start = (float(t0), np.asarray(y0, dtype=float), np.asarray(f0, dtype=float), float(h0))
-    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last)[0]), t_s, t_e, zv, rtol,
-                          atol, mxstep, limit)
+    zv = _adjoint_segment(fun, back, start, float(np.asarray(t_last).ravel()[0]), t_s, t_e, zv,
+                          rtol, atol, mxstep, limit)
     return z_unravel(zv)
+
+
+def _flow_vjp(F, mask, y_s, a, gp, L, span, opts):
+    """``(a, g)`` at ``span[0]`` from ``(a, g)`` at ``span[1]`` for ``y' = F(y, t, *L)``
+    (``L`` a flat list of params, ``g`` for those ``mask`` marks), ``y`` integrated
+    forward from ``y_s`` at ``span[0]`` and read from its steps: ``a J + (0, g)`` with
+    ``J`` the Jacobian of the flow ``(y_s, L[mask]) -> y(span[1])``, the vjp of one
+    interval.
+
+    Its rules read no ``y`` backwards either: its tangent is the same vjp for the
+    sensitivity system ``(y, s)' = (F, J_y F s + J_L F dL)`` from ``(y_s, dy_s)``
+    with cotangent ``(da, a)``; its reverse rule, for cotangents ``(ab, gb)``, is the
+    sensitivity ``s(span[1])`` from ``(ab, gb)`` (the cotangent of ``a``) and the vjp
+    of that sensitivity system with cotangent ``(0, a)`` (those of ``y_s`` and ``L``).
+    Both are calls of ``_flow_vjp`` and ``odeint`` one perturbation down."""
+    args = (y_s, a, list(gp), list(L), span)
+    leaves, tree = flatten(args)
+    if not any(isinstance(v, Perturbed) for v in leaves):
+        adjoint = _Adjoint(F, mask, flatten(tuple(L))[1])
+
+        def plain(q):
+            y_s, a, gp, L, span = q
+            chosen = [v for v, m in zip(L, mask) if m]
+            return _adjoint_plain(adjoint, (None, y_s, a, gp, span, span, tuple(L), chosen),
+                                  opts, not any_tracer(leaves))
+        return _plain_call("odeint", plain, args, (a, list(gp)),
+                           lambda q: _flow_vjp(F, mask, q[0], q[1], q[2], q[3], span, opts))
+    return bind(FLOW_VJP, leaves, dict(F=F, mask=mask, tree=tree, opts=opts))
+
+
+def _flow_vjp_rule(top, leaves, carried, primals, params):
+    F, mask, tree, opts = (params[k] for k in ('F', 'mask', 'tree', 'opts'))
+    forward, primals = leaves[carried.index(True)].interpretation is FORWARD, list(primals)
+    y_s, a, gp, L, span = tree.build(primals)
+    sizes = [len(flatten(v)[0]) for v in (y_s, a, gp, L)]
+    ends = np.cumsum(sizes)
+    c_y, c_a, c_g, c_L = (carried[e - k:e] for e, k in zip(ends, sizes))
+    moves = any(c_y) or any(c_L)              # else linear in (a, g)
+    out = _flow_vjp(F, mask, y_s, a, gp, L, span, opts)
+    if forward:
+        def tangent(tangents):
+            it = iter(tangents)
+            full = [next(it) if c else _zeros(v) for v, c in zip(primals, carried)]
+            dy, da, dg, dL, _ = tree.build(full)
+            if not moves:
+                return _flow_vjp(F, mask, y_s, da, dg, L, span, opts)
+            idx = [i for i, c in enumerate(c_L) if c]
+            F2 = _Tangent(F, tuple(c_L))
+            (da_s, _), dg_s = _flow_vjp(F2, tuple(mask) + (False,) * len(idx), (y_s, dy),
+                                        (da, a), dg, list(L) + [dL[i] for i in idx], span, opts)
+            return da_s, dg_s
+        tangents = [v.tangent for v, c in zip(leaves, carried) if c]
+        chosen = [v for v, c in zip(primals, carried) if c]
+        return forward_result(top, out, _each_direction(tangent, tangents, chosen, out))
+
+    def pullback(prims, ct):
+        y_s, a, gp, L, span = tree.build(list(prims))
+        ab, gb = ct
+        both = tuple(m or c for m, c in zip(mask, c_L))
+        git, dirs = iter(gb), []
+        for v, m, b in zip(L, mask, both):
+            d = next(git) if m else None
+            if b:
+                dirs.append(d if m else _zeros(v))
+        F2 = _Tangent(F, both)
+        L2 = list(L) + dirs
+        y_b, L_b = tree_map(_zeros, y_s), [None] * len(L)
+        if moves:
+            (y_b, _), g_b = _flow_vjp(F2, both + (False,) * len(dirs), (y_s, ab),
+                                      (tree_map(_zeros, a), a), [_zeros(d) for d in dirs], L2,
+                                      span, opts)
+            it = iter(g_b)
+            L_b = [next(it) if b else None for b in both]
+        a_b = (_index(_odeint(_field(F2, (y_s, ab, L2), opts), (y_s, ab), span, tuple(L2), opts),
+                      1)[1] if any(c_a) else tree_map(_zeros, a))
+        groups = (flatten(y_b)[0], flatten(a_b)[0], list(gb), L_b)
+        return [c for g, cs in zip(groups, (c_y, c_a, c_g, c_L)) for c, k in zip(g, cs) if k]
+    return recomputing_cells(top, leaves, carried, primals, out, pullback, "odeint")
+
+
+def _flow_vjp_of(leaves, q):
+    y_s, a, gp, L, span = q['tree'].build(list(leaves))
+    return _flow_vjp(q['F'], q['mask'], y_s, a, gp, L, span, q['opts'])
+
+
+FLOW_VJP = FunctionOp(
+    'odeint (the adjoint of one interval)', _flow_vjp_of,
+    {'forward': _flow_vjp_rule, 'reverse': _flow_vjp_rule,
+     'batch': lambda top, leaves, carried, primals, q: call_per_member(   # member by member
+         lambda b: _flow_vjp(q['F'], q['mask'], *b, q['opts']), leaves, q['tree'], top,
+         'odeint'),
+     'taylor': lambda top, leaves, carried, primals, q: _flow_vjp_jet(
+         q['F'], q['mask'], leaves, q['tree'], q['tree'].build(list(leaves))[4], q['opts'])})
+
+
+def _flow_vjp_jet(F, mask, leaves, tree, span, opts):
+    """``_flow_vjp`` under Taylor mode (order K): the same vjp for the ODE of the Taylor
+    coefficients (``_JetField``).  Its Jacobian is block lower triangular Toeplitz
+    (coefficient k of ``y'`` depends on ``y_m`` through ``J_{k-m}``), so its adjoint with
+    the cotangents in reverse order, ``(a_K, .., a_0)``, is the jet of the adjoint:
+    ``a_{K-m}`` at ``span[0]`` is the adjoint's block ``m``, and coefficient ``j`` of ``g``
+    the output for the params' coefficient ``K-j``."""
+    from .taylor import coefficients, make_jet
+    top, _ = outermost(leaves)
+    carried, _ = split(leaves, top)
+    K = min(len(v.series) for v, c in zip(leaves, carried) if c)
+    y_s, a, gp, L, _ = tree.build(list(leaves))
+    y_leaves, y_tree = flatten(y_s)
+    a_leaves, a_tree = flatten(a)
+    L_carried = carried[len(y_leaves) + len(a_leaves) + len(gp):][:len(L)]
+    moving = tuple(c or m for c, m in zip(L_carried, mask))   # all coefficients of these
+    Q, Q_mask = [], []
+    for v, mv, m in zip(L, moving, mask):
+        Q.extend(coefficients(v, top, K) if mv else [v])
+        Q_mask.extend([m] * (K + 1 if mv else 1))
+    ys = [coefficients(v, top, K) for v in y_leaves]
+    As = [coefficients(v, top, K) for v in a_leaves]
+    Gs = [coefficients(v, top, K) for v in gp]
+    Z0 = [[c[j] for c in ys] for j in range(K + 1)]
+    A_e = [[c[K - j] for c in As] for j in range(K + 1)]
+    G_e = [c[K - m] for c in Gs for m in range(K + 1)]   # the chosen leaves' K+1 entries
+    rhs = _JetField(F, y_tree, flatten(tuple(L))[1], moving, K)
+    A_s, G_s = _flow_vjp(rhs, tuple(Q_mask), Z0, A_e, G_e, Q, span, opts)
+    a_s = a_tree.build([make_jet(top, [A_s[K - j][i] for j in range(K + 1)])
+                        for i in range(len(a_leaves))])
+    g_s = [make_jet(top, [G_s[i * (K + 1) + K - j] for j in range(K + 1)])
+           for i in range(len(gp))]
+    return a_s, g_s
+
+
+class _Flat:
+    """``f(y, t, *p)`` as ``F(y, t, *leaves)`` of ``p``'s leaves (equal when made alike,
+    for ``_StagedField``'s cache)."""
+    __slots__ = ('f', 'p_tree', 'key')
+
+    def __init__(self, f, p_tree):
+        self.f, self.p_tree, self.key = f, p_tree, (_Flat, f, p_tree.signature())
+
+    def __eq__(self, other):
+        return isinstance(other, _Flat) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, y, tt, *leaves):
+        return self.f(y, tt, *self.p_tree.build(list(leaves)))
+
+
+class _Tangent:
+    """``(y, s)' = (F, J_y F s + J_L F dL)`` for ``F(y, t, *L)``, the directions ``dL``
+    (after ``L`` among the params) for the leaves ``mask`` marks."""
+    __slots__ = ('F', 'mask', 'key')
+
+    def __init__(self, F, mask):
+        self.F, self.mask, self.key = F, tuple(mask), (_Tangent, F, tuple(mask))
+
+    def __eq__(self, other):
+        return isinstance(other, _Tangent) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __call__(self, z, tt, *leaves):
+        y, s = z
+        n = len(self.mask)
+        L, idx = list(leaves[:n]), [i for i, m in enumerate(self.mask) if m]
+
+        def g(y, *ch):
+            M = list(L)
+            for i, c in zip(idx, ch):
+                M[i] = c
+            return self.F(y, tt, *M)
+        return _push(g, [y, *[L[i] for i in idx]], [s, *leaves[n:]], "odeint")
 
 
 def _adjoint_segment(fun, back, start, t_last, t_lo, t_hi, z, rtol, atol, mxstep, limit):
@@ -1036,13 +1337,16 @@ def _read_back(back, steps, z, t_end, t_start, rtol, atol, mxstep):
     """``z' = back(t, z, y(t))`` integrated from ``t_end`` to ``t_start``, ``y(t)`` by
     the interpolant of the step holding ``t`` (``steps``: ``(t, h, y, Q)``, in order)."""
     direction = 1.0 if steps[0][1] > 0 else -1.0
-    starts = direction * np.array([st[0] for st in steps])
+    starts = [direction * st[0] for st in steps]
+    last = len(steps) - 1
 
-    def y_at(tt):
-        k = min(max(int(np.searchsorted(starts, direction * tt, 'right')) - 1, 0),
-                len(steps) - 1)
+    def y_at(tt):                             # (bisect and the powers by hand: this runs at
+        k = min(max(bisect.bisect_right(starts, direction * tt) - 1, 0), last)   # each stage)
         t0, h, y0, Q = steps[k]
-        return y0 + h * (Q @ np.cumprod(np.full(4, (tt - t0) / h)))
+        x = (tt - t0) / h
+        x2 = x * x
+        x3 = x2 * x                           # (as cumprod: the same bits as before)
+        return y0 + h * (Q @ np.array((x, x2, x3, x3 * x)))
     return _integrate(lambda tt, v: back(tt, v, y_at(tt)), z, np.array([t_end, t_start]),
                       rtol, atol, mxstep)[-1]
 
@@ -1102,7 +1406,8 @@ class _StagedField:
 
             def flat(v, tt, *leaves):
                 out = fn(unravel(v), tt, *p_tree.build(list(leaves)))
-                return anp.concatenate([anp.reshape(a, (-1,)) for a in flatten(out)[0]])
+                return anp.concatenate([a if len(anp._shape(a)) == 1 else anp.reshape(a, (-1,))
+                                        for a in flatten(out)[0]])
             staged = self.cache[key] = stage(flat)
         if staged is False:
             return None

@@ -391,10 +391,9 @@ def stiff(k, y0=STIFF_Y0, checkpoints=None):
                      rtol=1e-10, atol=1e-10, checkpoints=checkpoints)[-1]
 
 
-@pytest.mark.parametrize('modes', ['f', 'r', 'ff', 'rf'])
+@pytest.mark.parametrize('modes', ['f', 'r'] + PAIRINGS)
 def test_odeint_derivatives_of_a_dissipative_system(modes):
-    # (fr, rr and hessian differentiate the adjoint by integrating y backwards with it,
-    # as JAX does: see notes/solvers.md)
+    # every pairing reads y from forward steps (fr and rr through _flow_vjp's rules)
     want = stiff_exact(1.0)[len(modes)]
     close(nest(modes, lambda k: anp.sum(STIFF_W * stiff(k)))(1.0), want, 1e-8)
 
@@ -407,6 +406,63 @@ def test_odeint_reverse_mode_of_a_dissipative_system_checkpointed(checkpoints):
           d1, 1e-8)
     close(nd.stage(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=checkpoints))))
           (1.0), d1, 1e-8)
+
+
+def stiff_hessians(k):
+    """With y(T) = E(k) y0 and L = w y(T) + |y(T)|^2 / 2: the Hessian of L in (y0, k)."""
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    A, B, Z = k * STIFF_M * 2.0, STIFF_M * 2.0, np.zeros((2, 2))
+    X = scipy_linalg.expm(np.block([[A, B, Z], [Z, A, B], [Z, Z, A]]))
+    E, dE, d2E = X[:2, :2], X[:2, 2:4], 2 * X[:2, 4:]
+    y = E @ STIFF_Y0
+    H = np.zeros((3, 3))
+    H[:2, :2] = E.T @ E
+    H[:2, 2] = H[2, :2] = dE.T @ (STIFF_W + y) + E.T @ (dE @ STIFF_Y0)
+    H[2, 2] = (STIFF_W + y) @ (d2E @ STIFF_Y0) + (dE @ STIFF_Y0) @ (dE @ STIFF_Y0)
+    return H
+
+
+def stiff_loss(z, checkpoints=None):
+    y = stiff(z[2], z[:2], checkpoints)
+    return anp.sum(STIFF_W * y) + 0.5 * anp.sum(y * y)
+
+
+Z0 = np.array([1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize('outer, inner', [(o, i) for o in 'fr' for i in 'fr'])
+def test_odeint_hessian_in_y0_and_a_parameter_of_a_dissipative_system(outer, inner):
+    H = stiff_hessians(1.0)
+    grad = {'f': nd.gradient_f, 'r': nd.gradient_r}[inner]
+    close(JAC[outer](grad(stiff_loss))(Z0), H, 1e-8)
+    if (outer, inner) == ('f', 'r'):
+        close(nd.hessian(stiff_loss)(Z0), H, 1e-8)
+        v = np.array([0.5, -1.0, 2.0])
+        close(nd.hvp(stiff_loss, Z0, v), H @ v, 1e-8)
+
+
+def test_odeint_nested_reverse_of_a_dissipative_system_checkpointed():
+    loss = lambda z: stiff_loss(z, 3)                        # noqa: E731
+    close(nd.hessian(loss)(Z0), stiff_hessians(1.0), 1e-8)
+    close(nd.gradient_r(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k, checkpoints=3))))(1.0),
+          stiff_exact(1.0)[2], 1e-8)
+
+
+def test_odeint_nested_reverse_of_a_dissipative_system_staged():
+    H = stiff_hessians(1.0)
+    close(nd.stage(nd.hessian(stiff_loss))(Z0), H, 1e-8)
+    rr = nd.stage(nd.gradient_r(nd.gradient_r(lambda k: anp.sum(STIFF_W * stiff(k)))))
+    close(rr(1.0), stiff_exact(1.0)[2], 1e-8)
+
+
+def test_odeint_third_derivatives_through_the_adjoint():
+    # y' = -k y: y(T) = y0 exp(-k T); d3/dk3 = -T^3 y(T), at several output times
+    t = np.array([0.0, 0.5, 1.0, 2.0])
+    L = lambda k: anp.sum(nd.odeint(lambda y, t, k: -k * y, 1.5, t, k, rtol=1e-11,  # noqa
+                                    atol=1e-11))
+    want = sum(-s ** 3 * 1.5 * math.exp(-0.7 * s) for s in t)
+    for modes in ('frr', 'rrr', 'rfr', 'ffr', 'rrf'):
+        close(nest(modes, L)(0.7), want, 1e-7)
 
 
 def test_odeint_backward_reintegration_fails_on_the_dissipative_system():
@@ -527,3 +583,167 @@ def test_minimize_with_a_function_staging_cannot_hold():
     close(x, [1.0, 1.0], 1e-9)
     close(nd.derivative(lambda a: nd.minimize(rosen, np.array([-1.2, 1.0]), a))(1.0),
           [1.0, 2.0], 1e-7)                               # the minimum is (a, a^2)
+
+
+# ---------------------------------------------------------------- Taylor mode
+
+def nested_derivatives(f, k, x):
+    out = []
+    for _ in range(k + 1):
+        out.append(f(x))
+        f = nd.derivative(f)
+    return out
+
+
+def test_root_under_taylor_mode_closed_form():
+    # sqrt(a) as the root of x^2 - a: d^k/da^k a^(1/2) = (1/2)(-1/2)...(3/2 - k) a^(1/2 - k)
+    for a in (2.0, 1e-6, 1e6):
+        d = nd.derivatives(sqrt_by_root, 6)(a)
+        for k in range(7):
+            want = math.prod(0.5 - j for j in range(k)) * a ** (0.5 - k)
+            assert abs(d[k] - want) <= 1e-12 * abs(want), (a, k, d[k], want)
+
+
+def test_root_of_a_system_under_taylor_mode_against_nested_derivative():
+    def f(x, p):
+        return anp.stack([x[0] + p['a'] * x[1] ** 2 - 1.0,
+                          x[1] + p['b'] * anp.sin(x[0]) - p['a']])
+    sol = lambda s: anp.sum(nd.root(f, np.array([0.0, 1.0]),             # noqa: E731
+                                    {'a': 0.5 + s, 'b': 0.3 - 2 * s}) ** 2)
+    close(nd.derivatives(sol, 4)(0.1), nested_derivatives(sol, 4, 0.1), 1e-9)
+
+
+@pytest.mark.parametrize('method', ['cg', 'gmres', 'direct'])
+def test_linear_solve_under_taylor_mode_closed_form(method):
+    # x(s) = (S + s I)^-1 b: d^k x / ds^k = (-1)^k k! (S + s I)^-(k+1) b
+    S = L0 @ L0.T + np.eye(4)
+    x = lambda s: nd.linear_solve(lambda v, s: S @ v + s * v, B0, s, method=method)  # noqa: E731
+    d = nd.derivatives(x, 5)(0.3)
+    inv = np.linalg.inv(S + 0.3 * np.eye(4))
+    for k in range(6):
+        close(d[k], (-1) ** k * math.factorial(k) * np.linalg.matrix_power(inv, k + 1) @ B0,
+              1e-10)
+
+
+def test_minimize_under_taylor_mode():
+    mpmath = pytest.importorskip('mpmath')
+    # argmin cosh(x) - a x = asinh(a): against mpmath's derivatives of asinh
+    m = lambda a: nd.minimize(lambda x, a: anp.cosh(x) - a * x, 0.0, a, tol=1e-13)  # noqa: E731
+    want = mpmath.diffs(mpmath.asinh, mpmath.mpf('0.7'), 5)
+    close(nd.derivatives(m, 5)(0.7), [float(w) for w in want], 1e-10)
+    # ridge regression's minimiser against nested derivatives of its closed form
+    ridge = lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam, method='newton')  # noqa: E731
+    want = nested_derivatives(ridge_closed, 4, 0.7)
+    for got, w in zip(nd.derivatives(ridge, 4)(0.7), want):
+        close(got, w, 1e-8 * max(1.0, np.abs(w).max()))
+
+
+def test_odeint_under_taylor_mode():
+    # y' = -k y: d^j/dk^j y(t) = y0 (-t)^j exp(-k t), at every time
+    t = np.array([0.0, 0.5, 2.0])
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.5, t, k, rtol=1e-12,  # noqa: E731
+                                atol=1e-12)
+    for j, d in enumerate(nd.derivatives(decay, 5)(0.7)):
+        close(d, 1.5 * (-t) ** j * np.exp(-0.7 * t), 1e-9)
+    # the linear system y' = k M y against the matrix exponential, y0 and k moving
+    E, dE, d2E = expm_series(1.3)
+    y0, v = np.array([1.0, 0.5]), np.array([0.2, -1.0])
+    curve = lambda s: linear_ode(1.3 + s, y0 + s * v)                     # noqa: E731
+    d = nd.derivatives(curve, 2)(0.0)
+    close(d[0], E @ y0, 1e-10)
+    close(d[1], dE @ y0 + E @ v, 1e-9)
+    close(d[2], d2E @ y0 + 2 * dE @ v, 1e-8)
+    # Lotka-Volterra (a structure of params) against nested derivatives
+    L = lambda a: anp.sum(nd.odeint(lotka_volterra, LV_Y0, LV_T[:4], a, 0.6, 0.4, 0.8,  # noqa
+                                    rtol=1e-11, atol=1e-11) ** 2)
+    close(nd.derivatives(L, 3)(1.0), nested_derivatives(L, 3, 1.0), 1e-7)
+
+
+def test_solvers_under_taylor_mode_nest_and_stage():
+    # derivative of a jet, a jet of gradient_r, a staged jet, a jet inside hessian
+    d3 = lambda a: nd.derivatives(sqrt_by_root, 3)(a)[3]                  # noqa: E731
+    close(nd.derivative(d3)(4.0), 0.5 * -0.5 * -1.5 * -2.5 * 4.0 ** -3.5, 1e-12)
+    g = nd.gradient_r(lambda a: sqrt_by_root(a) ** 3)                     # 1.5 a^(1/2)
+    close(nd.derivatives(g, 3)(4.0), [1.5 * 2.0, 0.75 / 2.0, -0.375 / 8.0, 0.5625 / 32.0], 1e-12)
+    st = nd.stage(nd.derivatives(sqrt_by_root, 4))
+    for a in (4.0, 9.0):
+        close(st(a), nd.derivatives(sqrt_by_root, 4)(a), 1e-13)
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,  # noqa
+                                rtol=1e-12, atol=1e-12)[1]
+    st = nd.stage(nd.derivatives(decay, 3))
+    for k in (0.7, 0.9):
+        close(st(k), [(-1) ** j * math.exp(-k) for j in range(4)], 1e-10)
+    close(nd.derivative(lambda k: nd.derivatives(decay, 2)(k)[2])(0.5), -math.exp(-0.5), 1e-9)
+
+
+def test_odeint_gradient_under_taylor_mode():
+    # a jet of a reverse gradient through odeint: the adjoint of the ODE of the Taylor
+    # coefficients.  d/dk y(1) = -y0 exp(-k), so its derivatives are (-1)^(j+1) y0 exp(-k)
+    g = nd.gradient_r(lambda k: nd.odeint(lambda y, t, k: -k * y, 1.5, np.array([0.0, 0.5, 1.0]),
+                                          k, rtol=1e-12, atol=1e-12)[2])
+    close(nd.derivatives(g, 4)(0.7), [(-1) ** (j + 1) * 1.5 * math.exp(-0.7) for j in range(5)],
+          1e-10)
+    # Lotka-Volterra, the gradient in y0 and a parameter, along a curve moving both
+    L = lambda y0, a: anp.sum(nd.odeint(lotka_volterra, y0, LV_T[:4], a, 0.6, 0.4, 0.8,  # noqa
+                                        rtol=1e-11, atol=1e-11) ** 2)
+
+    def G(s):
+        gy, ga = nd.gradient_r(L, (0, 1))(LV_Y0 * (1 + 0.1 * s), 1.0 + s)
+        return anp.concatenate([gy, anp.reshape(ga, (1,))])
+    for got, want in zip(nd.derivatives(G, 2)(0.0), nested_derivatives(G, 2, 0.0)):
+        close(got, want, 1e-8 * np.abs(want).max())
+
+
+# ---------------------------------------------------------------- vmap and stop_gradient
+
+def test_solvers_under_vmap():
+    a = np.array([1.0, 4.0, 9.0])
+    close(nd.vmap(sqrt_by_root)(a), np.sqrt(a), 1e-12)
+    close(nd.vmap(nd.derivative(sqrt_by_root))(a), 0.5 / np.sqrt(a), 1e-12)
+    close(nd.vmap(nd.gradient_r(sqrt_by_root))(a), 0.5 / np.sqrt(a), 1e-12)
+    close(nd.gradient_r(lambda a: anp.sum(nd.vmap(sqrt_by_root)(a)))(a), 0.5 / np.sqrt(a), 1e-12)
+    # vmap over the start point: each member its own root of x^2 - 4
+    close(nd.vmap(lambda x0: nd.root(lambda x, a: x * x - a, x0, 4.0))(np.array([-3.0, 3.0])),
+          [-2.0, 2.0], 1e-12)
+    lams = np.array([0.3, 0.7])
+    close(nd.vmap(lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam))(lams),
+          np.stack([ridge_closed(lam) for lam in lams]), 1e-8)
+    close(nd.vmap(nd.jacobian_r(lambda lam: nd.minimize(ridge_loss, np.zeros(4), lam)))(lams),
+          np.stack([nd.jacobian_f(ridge_closed)(lam) for lam in lams]), 1e-7)
+    bs = np.stack([B0, 2 * B0, -B0])
+    close(nd.vmap(lambda b: nd.linear_solve(lambda x, A: A @ x, b, A0))(bs),
+          np.linalg.solve(A0, bs.T).T, 1e-10)
+    ks = np.array([0.5, 1.0, 2.0])
+    decay = lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,  # noqa
+                                rtol=1e-11, atol=1e-11)[1]
+    close(nd.vmap(decay)(ks), np.exp(-ks), 1e-9)
+    close(nd.vmap(nd.gradient_r(decay))(ks), -np.exp(-ks), 1e-9)
+    close(nd.vmap(nd.hessian(decay))(ks), np.exp(-ks), 1e-8)
+
+
+def test_solvers_under_stop_gradient():
+    # a stopped answer has no derivative; a stopped solver keeps its arguments' derivative
+    # and cuts the value it reads from its closure
+    close(nd.derivative(lambda a: sqrt_by_root(a) + nd.stop_gradient(sqrt_by_root(a)))(4.0),
+          0.25, 1e-12)
+
+    def h(b):
+        # root of x^2 - a b in a: sqrt(a b), with b (closed over) held constant
+        solve = lambda a: nd.root(lambda x, a: x * x - a * nd.primal_value(b), 1.0, a)  # noqa
+        return nd.stop_gradient(solve)(b)
+    close(h(4.0), 4.0, 1e-12)
+    close(nd.derivative(h)(4.0), 0.5 * math.sqrt(4.0 / 4.0), 1e-12)      # d/da sqrt(a b) at a=b
+    close(nd.gradient_r(h)(4.0), 0.5, 1e-12)
+    for op in (nd.derivative, nd.gradient_r):
+        k = op(lambda k: nd.stop_gradient(nd.odeint(lambda y, t, k: -k * y, 1.0,
+                                                    np.array([0.0, 1.0]), k))[1] + k)(0.5)
+        close(k, 1.0, 1e-15)
+
+
+def test_a_member_that_does_not_converge_under_vmap_raises():
+    # x^2 = -1 has no real root: the member's solve says so, as it would alone
+    with pytest.raises(NestadError, match="not a root: it did not converge"):
+        nd.vmap(sqrt_by_root)(np.array([4.0, -1.0]))
+    with pytest.raises(NestadError, match="odeint: more than mxstep=50 steps"):
+        nd.vmap(lambda k: nd.odeint(lambda y, t, k: -k * y, 1.0, np.array([0.0, 1.0]), k,
+                                    mxstep=50))(np.array([1.0, 1e4]))

@@ -310,7 +310,6 @@ def _advance(prog, caps, xs, steps):
 
 def _step_back(body_f, args, slots, gs):
     """The slots' cotangents before one body step at state ``args``, given ``gs`` after."""
-    from ..operators import vjp
     from .control import _like
 
     def f(*xs):
