@@ -1,8 +1,7 @@
 """Code generation reads a lowering table per backend (nestad.staging.lowering): the
 Python table the fallback, a backend's own table over it, the plain implementation the
-last resort.  A backend is a table and a registration."""
-import importlib.util
-import warnings
+last resort.  A backend is a table and a registration.  (numba's table is tested in
+test_staging_numba.py, with the other tests that compile with numba.)"""
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import nestad as nd
 import nestad.numpy as anp
 from nestad import registry
 from nestad.staging import codegen, lowering
-from nestad.staging.numba_backend import NumbaFallbackWarning
 
 
 def _mlp_loss(w, x):
@@ -96,16 +94,3 @@ def test_a_primitive_without_a_spelling_calls_its_plain_implementation():
     name = next(k for k in glb if k.startswith('_p_sum_to'))
     assert f"{name}(" in src and glb[name] is registry.PRIMITIVES['numpy.sum_to'].plain
     assert "np.broadcast_to(" in src
-
-
-@pytest.mark.skipif(importlib.util.find_spec('numba') is None, reason="needs numba")
-def test_numba_spells_with_its_table():
-    f = nd.stage(lambda x: anp.reciprocal(anp.sum_to(anp.broadcast_to(x, (4, 3)), (1, 3))),
-                 backend="numba")
-    np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (traced)
-    with warnings.catch_warnings():
-        warnings.simplefilter('error', NumbaFallbackWarning)
-        np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (compiled)
-    program = nd.trace(lambda x: anp.reciprocal(x), X)
-    src, glb = codegen.python_source(program, backend='numba')
-    assert "_nb_reciprocal(" in src and callable(glb['_nb_reciprocal'])

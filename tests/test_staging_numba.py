@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import nestad as nd
+from nestad.staging.codegen import python_source
+from nestad.staging.numba_backend import NumbaFallbackWarning
 
 numba = pytest.importorskip("numba", reason="the numba backend needs numba (pip install nestad[numba])")
 
@@ -234,3 +236,20 @@ def test_numba_code_is_cached_on_disk(tmp_path):
     assert runs[0][1] == "0 1"                              # compiled, stored
     assert runs[1][1] == "1 0"                              # loaded, not compiled
     assert any(p.name.endswith(".nbi") for p in tmp_path.rglob("*"))
+
+
+X = np.array([0.3, -0.7, 1.1])
+
+
+def test_numba_spells_with_its_lowering_table():
+    # numba's table (nestad.staging.lowering) overrides the Python spelling of two array
+    # primitives with numba implementations of their own
+    f = nd.stage(lambda x: nd.numpy.reciprocal(nd.numpy.sum_to(nd.numpy.broadcast_to(x, (4, 3)), (1, 3))),
+                 backend="numba")
+    np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (traced)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', NumbaFallbackWarning)
+        np.testing.assert_array_equal(f(X), np.reciprocal(4.0 * X)[None])   # (compiled)
+    program = nd.trace(lambda x: nd.numpy.reciprocal(x), X)
+    src, glb = python_source(program, backend='numba')
+    assert "_nb_reciprocal(" in src and callable(glb['_nb_reciprocal'])
