@@ -4,8 +4,8 @@
 shared with other jobs, the speed available to a process changes faster than that (a
 ratio moved 5x between two runs of one checkout under a load of 12 on two cores).  Here
 one worker process per checkout runs the workloads of ``overhead.py`` (i) forward chain,
-(ii) reverse gradient, and the fr second derivative, in short bursts, alternately (the
-order swapped every repeat), and times them in CPU time (``time.process_time``), which
+(ii) reverse gradient and (iii) the second derivatives ff, fr, rf and rr, in short
+bursts, alternately (the order swapped every repeat), and times them in CPU time (``time.process_time``), which
 another job's use of the cores disturbs much less than wall time.  Each burst's time is
 normalised by the plain-float baseline run just before and after it in the same worker.
 Printed: each checkout's median ratio to plain, and the quartiles of the per-burst ratio
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-WORKLOADS = ('fwd', 'rev', 'fr')
+WORKLOADS = ('fwd', 'rev', 'ff', 'fr', 'rf', 'rr')
 
 
 def worker():
@@ -46,10 +46,13 @@ def worker():
     xs = [0.1 + 0.008 * i for i in range(100)]
     fwd = nestad.derivative(lambda x: chain(x, nestad.sin))
     rev = nestad.gradient_r(lambda v: mix(v, nestad.sin))
-    fr = nestad.derivative(nestad.gradient_r(lambda x: chain(x, nestad.sin)))
+    d, g = nestad.derivative, nestad.gradient_r
+    second = {k: outer(inner(lambda x: chain(x, nestad.sin)))
+              for k, outer, inner in (('ff', d, d), ('fr', d, g), ('rf', g, d), ('rr', g, g))}
     work = {'fwd': (lambda: fwd(0.5), lambda: chain(0.5, math.sin), 40, 800),
-            'rev': (lambda: rev(xs), lambda: mix(xs, math.sin), 4, 60),
-            'fr': (lambda: fr(0.5), lambda: chain(0.5, math.sin), 6, 600)}
+            'rev': (lambda: rev(xs), lambda: mix(xs, math.sin), 4, 60)}
+    for k, f in second.items():
+        work[k] = ((lambda f=f: f(0.5)), lambda: chain(0.5, math.sin), 6, 600)
 
     def per_call(fn, n):
         t0 = time.process_time()
