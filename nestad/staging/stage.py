@@ -29,10 +29,11 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..pickling import check_picklable
+from ..reverse import young_collections_only
 from ..structures import flatten, leaf_paths
 from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
-from .codegen import compile_python
+from .codegen import PIECE_LINES, compile_python
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
@@ -84,7 +85,10 @@ class Compiled:
         self.guarded = any(e.op is GUARD for e in program.eqns)
 
     def compile(self):
-        self.fn, self.source = compile_python(self.program, "staged")
+        # (numba compiles one function: its programs are not cut into pieces)
+        with young_collections_only():       # (the program is large and lives on)
+            self.fn, self.source = compile_python(
+                self.program, "staged", piece=PIECE_LINES if self.backend == "python" else None)
         if self.backend == "numba":
             from .numba_backend import compile_numba
             self.fn = compile_numba(self.fn, self.source, self.program)
@@ -107,7 +111,8 @@ class Compiled:
         sqrt(-1)...): the program spelled with nestad's IEEE implementations (which raise
         only where eager code raises too)."""
         if self.safe is None:
-            self.safe = compile_python(self.program, "staged_ieee", safe=True)[0]
+            self.safe = compile_python(self.program, "staged_ieee", safe=True,
+                                       piece=PIECE_LINES)[0]
         return self.safe(*dyn)
 
     def call_drawing(self, dyn):
