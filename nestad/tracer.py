@@ -143,8 +143,16 @@ class Trace:
             same = simplify(*args)
             if same is not None:
                 return same
-        ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
-        key = (id(op),) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+        if len(args) == 2:                # (no temporary lists: this is most of them)
+            a, b = args
+            a = a.var if a.__class__ is Tracer else a
+            b = b.var if b.__class__ is Tracer else b
+            ins = (a, b)
+            key = (op, a if a.__class__ is Var else _arg_key(a),
+                   b if b.__class__ is Var else _arg_key(b))
+        else:
+            ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
+            key = (op,) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
         cse = self.cse
         hit = cse.get(key)
         if hit is not None:
@@ -201,9 +209,12 @@ def _arg_key(c):
 
 
 def _cse_key(op, ins, params):
-    """(id of op, arguments' keys... [, ('params', their keys)]): variables by identity,
-    constants by ``_arg_key`` (the format of ``record_scalar``'s keys)."""
-    key = (id(op),) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+    """(op, arguments' keys... [, ('params', their keys)]): variables by identity,
+    constants by ``_arg_key`` (the format of ``record_scalar``'s keys).  The op itself
+    for a scalar primitive (it hashes by identity), else its id (some ops compare equal
+    by value)."""
+    key = (op if op.__class__ in SCALAR_OPS else id(op),) + \
+        tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
     if not params:
         return key
     try:
