@@ -50,7 +50,8 @@ What is measured
    generation, ``compile()``, one run) per equation, their sum against one eager
    evaluation of the same gradient (target <= 10x), and, in another process under
    ``tracemalloc``, the peak memory per equation of each of the two calls (target <= 600
-   bytes), the process's peak RSS (the 1e6 case under 1 GB) and the memory still held
+   bytes), the peak RSS of the timing process (eager gradient and staging; the 1e6 case
+   under 1 GB) and the memory still held
    after the second call, next to what the Program alone holds (``nestad.trace``).
    ``--scale`` runs this part only.
 
@@ -559,13 +560,16 @@ def worker_scale(size, quick):
     t_run = time.perf_counter() - t0
     if first != want or got != want:
         raise AssertionError(f'scale {size}: staged differs from eager nestad')
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return dict(eqns=len(staged.programs()[0].eqns), eager=min(eager), trace=t_trace,
-                compile=t_second - t_run, second=t_second, run=t_run)
+                compile=t_second - t_run, second=t_second, run=t_run, rss=rss)
 
 
 def worker_scale_memory(size, quick):
     """Part 7, memory under tracemalloc: peak of the first and second calls, what stays
-    after them, what the Program alone holds, and the process's peak RSS."""
+    after them, what the Program alone holds (and the process's peak RSS, which
+    tracemalloc's own records inflate: the RSS reported is the time worker's)."""
     import resource
     import tracemalloc
     grad, xs = scale_gradient(size)
@@ -596,7 +600,7 @@ def worker_scale_memory(size, quick):
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return dict(eqns=eqns, peak_trace=peak_trace, peak_second=peak_second - base, kept=kept,
-                program=program_bytes, left=left, rss=rss)
+                program=program_bytes, left=left, rss_traced=rss)
 
 
 def run_scale(quick):
@@ -632,7 +636,8 @@ def print_scale(runs, misses):
     print('   trace: the first call; compile: the second call less a third (a run); peaks and '
           'kept memory under tracemalloc (another process), kept: held after the second call '
           '(the program, its compiled code, the cache), program: what nestad.trace\'s Program '
-          'alone holds, after del: what stays once the staged function is deleted.')
+          'alone holds, after del: what stays once the staged function is deleted; peak RSS: '
+          'of the timing process (the eager gradient, then staging).')
     print()
 
 
