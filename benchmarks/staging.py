@@ -49,6 +49,17 @@ What is measured
    their samples alternating in one process (CPU time, one BLAS and XLA thread, glibc's
    mmap threshold raised).  Target: <= 1.5x JAX jit, eager and staged.
 
+8. Staging at scale: the reverse gradient of a straight-line ``mix`` (overhead.py's, with
+   ``size / 5`` steps: 1e3, 1e4, 1e5 and 1e6 equations), each size in fresh processes.
+   Trace (the first call of a fresh ``nestad.stage``) and compile (the second call: code
+   generation, ``compile()``, one run) per equation, their sum against one eager
+   evaluation of the same gradient (target <= 10x), and, in another process under
+   ``tracemalloc``, the peak memory per equation of each of the two calls (target <= 600
+   bytes), the peak RSS of the timing process (eager gradient and staging; the 1e6 case
+   under 1 GB) and the memory still held
+   after the second call, next to what the Program alone holds (``nestad.trace``).
+   ``--scale`` runs this part only.
+
 Conventions, as in the other scripts: each part runs in its own fresh Python process
 (nestad's Python backend, its numba backend, JAX, and the array workloads), so that one
 library's imports, caches and threads cannot slow another; every sample of a workload
@@ -110,6 +121,9 @@ TARGET_SECOND = 10              # 3
 TARGET_SOLVE = 3                # 4: staged end to end / hand-written Python
 TARGET_ARRAYS = 1.5             # 5: staged / hand-written numpy
 TARGET_NUMBA = 2                # 6: nestad-numba / JAX jit, per call
+TARGET_STAGING = 10             # 7: trace + compile / one eager evaluation
+TARGET_BYTES = 600              # 7: peak bytes per equation while staging
+SCALE_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 # Glibc's allocator as arrays.py sets it for every library (freed memory is reused).
 MALLOC_ENV = {'MALLOC_MMAP_THRESHOLD_': str(1 << 30), 'MALLOC_TRIM_THRESHOLD_': str(1 << 30)}
@@ -521,24 +535,143 @@ def worker_hessian(quick):
     import hessians
     return hessians.measure(quick)
 
+# ---------------------------------------------------------------- 8. staging at scale
+
+def scale_gradient(size):
+    """The eager reverse gradient of overhead.py's mix with ``size // 5`` steps (about
+    ``size`` equations staged) and its argument."""
+    steps = max(1, size // 5)
+
+    def long_mix(xs):             # overhead.py's mix, ``steps`` long
+        n = len(xs)
+        acc = 0.0
+        for k in range(steps):
+            acc = acc * 0.999 + nd.sin(xs[k % n] * xs[(7 * k + 3) % n])
+        return acc
+
+    return nd.gradient_r(long_mix), list(XS)
+
+
+def worker_scale(size, quick):
+    """Part 8, times: eager gradient, then a fresh staged one's first (trace) and second
+    (compile and run) calls and a third (run)."""
+    grad, xs = scale_gradient(size)
+    eager = []
+    for _ in range(1 if size >= 1_000_000 else 3):
+        t0 = time.perf_counter()
+        want = grad(xs)
+        eager.append(time.perf_counter() - t0)
+    staged = nd.stage(grad)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', nd.StagingWarning)      # (the huge-trace warning)
+        first, t_trace, t_second = first_calls(staged, xs)
+    t0 = time.perf_counter()
+    got = staged(xs)
+    t_run = time.perf_counter() - t0
+    if first != want or got != want:
+        raise AssertionError(f'scale {size}: staged differs from eager nestad')
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return dict(eqns=len(staged.programs()[0].eqns), eager=min(eager), trace=t_trace,
+                compile=t_second - t_run, second=t_second, run=t_run, rss=rss)
+
+
+def worker_scale_memory(size, quick):
+    """Part 8, memory under tracemalloc: peak of the first and second calls, what stays
+    after them, what the Program alone holds (and the process's peak RSS, which
+    tracemalloc's own records inflate: the RSS reported is the time worker's)."""
+    import resource
+    import tracemalloc
+    grad, xs = scale_gradient(size)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    program = nd.trace(grad, xs)
+    eqns = len(program.eqns)
+    gc.collect()
+    program_bytes = tracemalloc.get_traced_memory()[0] - base
+    del program
+    gc.collect()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    staged = nd.stage(grad)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', nd.StagingWarning)
+        staged(xs)
+        peak_trace = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.reset_peak()
+        staged(xs)
+    kept_now, peak_second = tracemalloc.get_traced_memory()
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - base
+    del staged
+    gc.collect()
+    left = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return dict(eqns=eqns, peak_trace=peak_trace, peak_second=peak_second - base, kept=kept,
+                program=program_bytes, left=left, rss_traced=rss)
+
+
+def run_scale(quick):
+    sizes = SCALE_SIZES[:3] if quick else SCALE_SIZES
+    return {size: dict(run_worker('scale', quick, size), **run_worker('scale_memory', quick, size))
+            for size in sizes}
+
+
+def print_scale(runs, misses):
+    rows = []
+    for size, r in runs.items():
+        n = r['eqns']
+        ratio = (r['trace'] + r['second']) / r['eager']
+        peak = max(r['peak_trace'], r['peak_second']) / n
+        ok = ratio <= TARGET_STAGING and peak <= TARGET_BYTES and \
+            (size < 1_000_000 or r['rss'] < 1 << 30)
+        rows.append([f'{n:,}', fmt_time(r['eager']), f'{r["trace"] / n * 1e6:.1f} us',
+                     f'{r["compile"] / n * 1e6:.1f} us', fmt_time(r['run']), fmt_ratio(ratio),
+                     f'{r["peak_trace"] / n:.0f} B', f'{r["peak_second"] / n:.0f} B',
+                     f'{r["rss"] / 2**20:.0f} MB', f'{r["kept"] / n:.0f} B',
+                     f'{r["program"] / n:.0f} B', f'{r["left"]:.0f} B', verdict(ok)])
+        if not ok:
+            misses.append(f'8. {n:,} equations: staging {fmt_ratio(ratio)} eager (target <= '
+                          f'{TARGET_STAGING}x), peak {peak:.0f} B per equation (target <= '
+                          f'{TARGET_BYTES})' + (f', peak RSS {r["rss"] / 2**20:.0f} MB'
+                                                 if size >= 1_000_000 else ''))
+    print(f'8. Staging at scale: reverse gradient of a straight-line mix, fresh processes per '
+          f'size (targets: trace + compile <= {TARGET_STAGING}x one eager gradient, <= '
+          f'{TARGET_BYTES} B peak per equation, the 1e6 case under 1 GB)')
+    print_table(['equations', 'eager', 'trace/eqn', 'compile/eqn', 'run', '1st+2nd/eager',
+                 'peak 1st/eqn', 'peak 2nd/eqn', 'peak RSS', 'kept/eqn', 'program/eqn',
+                 'after del', 'result'], rows)
+    print('   trace: the first call; compile: the second call less a third (a run); peaks and '
+          'kept memory under tracemalloc (another process), kept: held after the second call '
+          '(the program, its compiled code, the cache), program: what nestad.trace\'s Program '
+          'alone holds, after del: what stays once the staged function is deleted; peak RSS: '
+          'of the timing process (the eager gradient, then staging).')
+    print()
+
 
 WORKERS = {'scalar': worker_scalar, 'gradbench': worker_gradbench, 'jax': worker_jax,
-           'numba': worker_numba, 'arrays': worker_arrays, 'hessian': worker_hessian}
+           'numba': worker_numba, 'arrays': worker_arrays, 'hessian': worker_hessian,
+           'scale': worker_scale, 'scale_memory': worker_scale_memory}
+MAIN_WORKERS = ('scalar', 'gradbench', 'jax', 'numba', 'arrays', 'hessian')
 
 
-def run_worker(name, quick):
+def run_worker(name, quick, size=None):
     """A worker in a fresh interpreter (the arrays one with arrays.py's allocator setting)."""
     env = dict(os.environ)
     if name in ('arrays', 'hessian'):
         env.update(MALLOC_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), '--worker', name] + (['--quick'] * quick)
+    if size is not None:
+        cmd += ['--size', str(size)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f'measuring {name} failed:\n{proc.stderr}')
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def worker_main(name, quick):
+def worker_main(name, quick, size=None):
     if name == 'jax':
         try:
             import jax  # noqa: F401
@@ -548,7 +681,7 @@ def worker_main(name, quick):
     # The garbage collector stays on; what the imports made is frozen.
     gc.collect()
     gc.freeze()
-    print(json.dumps(WORKERS[name](quick)))
+    print(json.dumps(WORKERS[name](quick) if size is None else WORKERS[name](size, quick)))
     return 0
 
 
@@ -573,15 +706,26 @@ def _version(dist):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='a fast smoke run (rough figures)')
+    parser.add_argument('--scale', action='store_true', help='part 8 (staging at scale) only')
     parser.add_argument('--worker', choices=WORKERS, help=argparse.SUPPRESS)
+    parser.add_argument('--size', type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker_main(args.worker, args.quick)
+        return worker_main(args.worker, args.quick, args.size)
+    if args.scale:
+        load_start = os.getloadavg()
+        misses = []
+        runs = run_scale(args.quick)
+        print(f'load average {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end')
+        print_scale(runs, misses)
+        print('All targets met.' if not misses else 'Targets missed:\n  ' + '\n  '.join(misses))
+        return 0
 
     import numpy
     load_start = os.getloadavg()
     started = time.perf_counter()
-    runs = {name: run_worker(name, args.quick) for name in WORKERS}
+    runs = {name: run_worker(name, args.quick) for name in MAIN_WORKERS}
+    scale = run_scale(args.quick)
     load_end = os.getloadavg()
     jx, nb = runs['jax'], runs['numba']
     has_jax, has_numba = 'missing' not in jx, 'missing' not in nb
@@ -748,6 +892,9 @@ def main():
     import hessians
     misses += hessians.report(runs['hessian'], fmt_time, print_table)
     print()
+
+    # ------------------------------------------------ 8
+    print_scale(scale, misses)
 
     if problems:
         print('ANSWER CHECKS FAILED:\n  ' + '\n  '.join(problems))

@@ -29,7 +29,7 @@ from . import registry
 from .arrays import ArrayBundle, ArrayTapeCell, is_array, subclass_error
 from .errors import InvalidInputError
 from .interpret import EMPTY
-from .tracer import ArrayTracer, Tracer, apply_traced
+from .tracer import SCALAR_OPS, ArrayTracer, Tracer, apply_traced
 from .values import Batched, Bundle, Perturbed, TapeCell, next_id
 
 # Scalar primitive name -> the nestad.numpy primitive used when an argument is an array
@@ -91,6 +91,9 @@ class Primitive:
         out = self.lifted(*primals)
         return TapeCell(top, next_id(), out, tuple(
             (a, d(*primals, out)) for d, a, c in zip(self.partials, args, carried) if c))
+
+
+SCALAR_OPS.add(Primitive)       # (apply_traced records these without parameters fast)
 
 
 _OPERATORS = {'add': '+', 'sub': '-', 'mul': '*', 'div': '/', 'mod': '%', 'pow': '**'}

@@ -740,15 +740,42 @@ def _tracer_rpow(x, y):
 
 
 def _tracer_mul(x, y):
+    c = y.__class__
+    if c is Tracer or c is _float or c is _int:
+        return apply_traced(MUL, (x, y), _NO_PARAMS)     # (lift2's answer, sooner)
     if isinstance(y, (list, tuple, str)):
         return NotImplemented       # a repetition: Python asks the count's __index__
     return lift2(MUL, x, y)
 
 
 def _tracer_rmul(x, y):
+    c = y.__class__
+    if c is _float or c is _int:
+        return apply_traced(MUL, (y, x), _NO_PARAMS)
     if isinstance(y, (list, tuple, str)):
         return NotImplemented
     return lift2(MUL, y, x)
+
+
+def _tracer_pair(prim):
+    """A traced number's ``x op y`` and ``y op x``: with another traced number or a plain
+    one, recorded at once (what ``lift2`` would do after its type tests: tracing calls
+    these once per operation); anything else through ``lift2``."""
+    def forward(self, other):
+        c = other.__class__
+        if c is Tracer or c is _float or c is _int:
+            return apply_traced(prim, (self, other), _NO_PARAMS)
+        return lift2(prim, self, other)
+
+    def reflected(self, other):
+        c = other.__class__
+        if c is _float or c is _int:
+            return apply_traced(prim, (other, self), _NO_PARAMS)
+        return lift2(prim, other, self)
+    return forward, reflected
+
+
+_NO_PARAMS = {}
 
 
 def _tracer_divmod(x, y):
@@ -765,7 +792,7 @@ def _t_neg_tracer(self):
 
 
 for _name, _prim in (('add', ADD), ('sub', SUB), ('truediv', DIV), ('mod', MOD)):
-    _fwd, _rev = _operator_pair(_prim)
+    _fwd, _rev = _tracer_pair(_prim)
     setattr(Tracer, f'__{_name}__', _fwd)
     setattr(Tracer, f'__r{_name}__', _rev)
 Tracer.__mul__, Tracer.__rmul__ = _tracer_mul, _tracer_rmul

@@ -85,8 +85,8 @@ class Trace:
         self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
         self.captured = {}              # id(parent Var) -> own tracer
         self.captures = []
-        self.producer = {}              # id(Var) -> the equation that computes it
-        self.tracers = {}               # id(Var) -> its tracer (with its example value)
+        self.tracers = {}               # id(Var) -> its tracer, for inputs and what record
+        #                                 (not record_scalar) meets
         self.input_kinds = []           # (printed name, dtype kind) of each traced argument
         self.draws = []                 # (generator slot, method, args, kwargs, Var, value)
 
@@ -104,7 +104,15 @@ class Trace:
             same = simplify(*args)
             if same is not None:
                 return same
-        ins = tuple(a.var if isinstance(a, _TRACERS) else a for a in args)
+        tracers = self.tracers
+        ins = []
+        for a in args:
+            if isinstance(a, _TRACERS):
+                tracers[id(a.var)] = a      # (the identities read the tracers of arguments)
+                ins.append(a.var)
+            else:
+                ins.append(a)
+        ins = tuple(ins)
         key = _cse_key(op, ins, params) if cse else None
         if key is not None:
             hit = self.cse.get(key)
@@ -117,15 +125,49 @@ class Trace:
             out_leaves = [_wrap(self, Var(*_aval(v)), v) for v in tree[0]]
             out = tree[1].build(out_leaves)
         outs = tuple(t.var for t in out_leaves)
-        for t in out_leaves:
-            self.tracers[id(t.var)] = t
         eqn = Eqn(op, ins, params, outs, None if tree is None else tree[1])
+        for t in out_leaves:
+            tracers[id(t.var)] = t
+            t.eqn = eqn
         self.eqns.append(eqn)
-        for v in outs:
-            self.producer[id(v)] = eqn
         if key is not None:
             self.cse[key] = out
         return out
+
+    def record_scalar(self, op, args, val):
+        """``record`` for the common case, kept lean (it runs once per scalar operation
+        traced): a scalar primitive without parameters on scalar tracers of this trace
+        and plain numbers, giving one number.  Its tracers are not kept in ``tracers``
+        (only the array identities read those, and not for scalar primitives)."""
+        simplify = SIMPLIFY.get(op)
+        if simplify is not None:
+            same = simplify(*args)
+            if same is not None:
+                return same
+        if len(args) == 2:                # (no temporary lists: this is most of them)
+            a, b = args
+            a = a.var if a.__class__ is Tracer else a
+            b = b.var if b.__class__ is Tracer else b
+            ins = (a, b)
+            key = (op, a if a.__class__ is Var else _arg_key(a),
+                   b if b.__class__ is Var else _arg_key(b))
+        else:
+            ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
+            key = (op,) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+        cse = self.cse
+        hit = cse.get(key)
+        if hit is not None:
+            return hit
+        var = Var((), _FLOAT64, True) if val.__class__ is float else Var(*_aval(val))
+        out = Tracer(self, var, val)
+        eqn = out.eqn = Eqn(op, ins, _NO_PARAMS, (var,))
+        self.eqns.append(eqn)
+        cse[key] = out
+        return out
+
+
+_FLOAT64 = np.dtype(float)
+_NO_PARAMS = {}         # (shared by the equations without parameters: never written to)
 
 
 # op -> function of its arguments giving an argument that equals the result exactly
@@ -158,11 +200,26 @@ def _param_key(v):
     return _const_key(v)
 
 
+def _arg_key(c):
+    """A constant argument's part of a CSE key: a finite non-zero Python float as itself
+    (equal floats are the same bits but for 0.0/-0.0 and nans, which go by their bits);
+    anything else with its type (an int 2 is not the float 2.0)."""
+    if c.__class__ is float and c and c == c:
+        return c
+    return _const_key(c)
+
+
 def _cse_key(op, ins, params):
+    """(op, arguments' keys... [, ('params', their keys)]): variables by identity,
+    constants by ``_arg_key`` (the format of ``record_scalar``'s keys).  The op itself
+    for a scalar primitive (it hashes by identity), else its id (some ops compare equal
+    by value)."""
+    key = (op if op.__class__ in SCALAR_OPS else id(op),) + \
+        tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+    if not params:
+        return key
     try:
-        args = tuple(('v', id(a)) if isinstance(a, Var) else ('c',) + _const_key(a) for a in ins)
-        key = (id(op), args,
-               tuple(sorted((k, _param_key(v)) for k, v in params.items())) if params else ())
+        key += (('params',) + tuple(sorted((k, _param_key(v)) for k, v in params.items())),)
         hash(key)
         return key
     except TypeError:            # unhashable params: no sharing
@@ -257,10 +314,10 @@ def _int_inputs(trace):
 
 
 class _TracerBase:
-    __slots__ = ('trace', 'var', 'val')
+    __slots__ = ('trace', 'var', 'val', 'eqn')
 
-    def __init__(self, trace, var, val):
-        self.trace, self.var, self.val = trace, var, val
+    def __init__(self, trace, var, val, eqn=None):
+        self.trace, self.var, self.val, self.eqn = trace, var, val, eqn
 
     @property
     def shape(self):
@@ -469,12 +526,37 @@ def _compare(cmp, x, y):
 def apply_traced(op, args, params):
     """``op`` applied to plain values some of which are tracers: evaluate it on the
     example values and record it."""
+    if not params and op.__class__ in SCALAR_OPS:
+        # The common case, without resolve's and record's generality: a scalar
+        # primitive on scalar tracers of the active trace and plain numbers.
+        stack = getattr(_state, 'stack', None)
+        t = stack[-1] if stack else None
+        vals = []
+        for a in args:
+            c = a.__class__
+            if c is Tracer:
+                if a.trace is not t:
+                    break
+                vals.append(a.val)
+            elif c is float or c is int:
+                vals.append(a)
+            else:
+                break
+        else:
+            val = op.plain(*vals)
+            c = val.__class__
+            if c is float or c is int or c is bool:
+                return t.record_scalar(op, args, val)
     trace, args = resolve(args)
     vals = [a.val if isinstance(a, _TRACERS) else a for a in args]
     val = op.plain(*vals, **params)
     if val is None or isinstance(val, (tuple, list, dict, str)):   # a user primitive's function
         raise one_output_error(op.name, val)
     return trace.record(op, args, params, val)
+
+
+# Classes of scalar primitives (nestad.lifting.Primitive): apply_traced's fast path.
+SCALAR_OPS = set()
 
 
 def one_output_error(name, out):
@@ -540,7 +622,7 @@ UFUNC_PRIMITIVES = {}
 
 def producer(x):
     """The equation that computed tracer ``x`` (None for an input)."""
-    return x.trace.producer.get(id(x.var)) if isinstance(x, _TRACERS) else None
+    return x.eqn if isinstance(x, _TRACERS) else None
 
 
 def _array_function(self, func, types, args, kwargs):

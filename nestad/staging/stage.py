@@ -29,10 +29,11 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..pickling import check_picklable
+from ..reverse import young_collections_only
 from ..structures import flatten, leaf_paths
 from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
-from .codegen import compile_python
+from .codegen import PIECE_LINES, compile_python
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
@@ -85,8 +86,12 @@ class Compiled:
         self.guarded = any(e.op is GUARD for e in program.eqns)
 
     def compile(self):
-        # (numba compiles its own spelling; the Python one is what runs where it cannot)
-        self.fn, self.source = compile_python(self.program, "staged", backend=self.source_backend)
+        # (numba compiles its own spelling, as one function: its programs are not cut into
+        # pieces; the Python spelling is what runs where numba cannot)
+        with young_collections_only():       # (the program is large and lives on)
+            self.fn, self.source = compile_python(
+                self.program, "staged", backend=self.source_backend,
+                piece=None if self.backend == "numba" else PIECE_LINES)
         if self.backend == "numba":
             self.fn = compile_numba(self.fn, self.program)
 
@@ -113,7 +118,7 @@ class Compiled:
         only where eager code raises too)."""
         if self.safe is None:
             self.safe = compile_python(self.program, "staged_ieee", safe=True,
-                                       backend=self.source_backend)[0]
+                                       backend=self.source_backend, piece=PIECE_LINES)[0]
         return self.safe(*dyn)
 
     def call_drawing(self, dyn):

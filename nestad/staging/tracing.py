@@ -15,6 +15,7 @@ from ..extraction import _checked
 from ..errors import InvalidInputError
 from ..structures import flatten
 from ..tracer import StagingError, Trace, active, is_tracer, recording
+from ..reverse import young_collections_only
 from ..values import Perturbed
 from .program import Program, _GENERATOR, _TRACED, positional_names, simplify
 from .randomness import TracingGenerator, warn_frozen, watch
@@ -135,7 +136,9 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
     snapshots = watch(f, [x for x, s in zip(leaves, static) if s is x]) if outermost else None
     names = _input_names(f, in_tree.build(leaves), static)
     t.input_kinds = [(n, v.dtype.kind) for n, v in zip(names, inputs)]
-    with recording(t):
+    # A trace, like a tape, is a large growing structure that reference counting frees:
+    # full collections would rescan it again and again (reverse.young_collections_only).
+    with young_collections_only(), recording(t):
         call_args, call_kwargs = in_tree.build(values)
         out = f(*call_args, **call_kwargs)
     out_leaves, out_tree = flatten(out)
@@ -144,6 +147,10 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
         inputs.append(var)
         example.append(value)
         names.append(f"{method}_{j}")
+    # (what only recording needed goes before simplifying: it held a tracer, with its
+    # example value, for every equation recorded, the dead ones too)
+    t.cse.clear()
+    t.tracers.clear()
     eqns, outputs = simplify(t.eqns, outputs, checks=True)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     program.params = positional_names(f)
