@@ -1,14 +1,29 @@
-"""Taylor mode: the k-th derivative of a 14-operation scalar function, k = 1..12.
+"""Taylor mode: the k-th derivative of a 14-operation scalar function and of three
+GradBench programs, k = 1..12.
+
+Programs (``--programs NAME,...``; default all):
+
+* ``scalar``: 14 operations of one number (``sin exp * x*x 1+ log +2 / + tanh sqrt * - /``).
+* ``ode``: GradBench's ``ode`` eval (``gradbench/evals/ode.py``: y' = f(y), classical
+  Runge-Kutta, 10 steps, 8 unknowns), its last entry along a direction in x.
+* ``gmm``: GradBench's ``gmm`` eval (``gradbench/evals/gmm.py``: the log posterior of a
+  Gaussian mixture, d = 3, k = 4, n = 20), along a direction in all its parameters.
+* ``particle``: GradBench's ``particle`` objective (``examples/gradbench_nested.py``:
+  Euler steps pushed by an inner ``gradient_r`` of the potential until the particle
+  crosses the x axis, about 100 steps), the k-th derivative in w.
 
 For each k: ``nd.derivatives(f, k)`` eagerly (one Taylor pass, O(k^2) per operation), the
 same staged (``nd.stage``: first call with its trace, then per call), nested
-``nd.derivative`` k times (3^k growth; up to k = 10), and JAX's ``jet`` (eager, and
-``jax.jit`` of it: per call in steady state and the first call with its compile), all as
-ratios to one plain-float call of f.  Every answer is checked against the eager jet
-before it is timed.  The growth of the eager jet's cost is fitted as c k^p over
-k = 4..12 (targets: p <= 2, at least 20x faster than nesting at k = 8 and 100x at k = 10).
+``nd.derivative`` k times (3^k growth; while one call takes under ``NESTED_BUDGET``
+seconds: past it, the next k's ratio is a lower bound, since nesting once more costs at
+least as much), and JAX's ``jet`` where JAX runs the program (eager, and ``jax.jit`` of
+it: per call in steady state and the first call with its compile), all as ratios to one
+plain call of the program.  Every answer is checked against the eager jet before it is
+timed.  The growth of the eager jet's cost is fitted as c k^p over k = 4..12 (targets:
+p <= 2, at least 20x faster than nesting at k = 8 and 100x at k = 10), and the staged
+first call's likewise (polynomial growth).
 
-    PYTHONPATH=$PWD python benchmarks/taylor.py [--quick]
+    PYTHONPATH=$PWD python benchmarks/taylor.py [--quick] [--programs scalar,ode,gmm,particle]
 """
 import math
 import os
@@ -27,15 +42,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _report import fmt_time, max_rel_diff, print_table  # noqa: E402
 
 QUICK = "--quick" in sys.argv
-X = 0.7
 KS = range(1, 13)
 NESTED_MAX = 8 if QUICK else 10
-
-
-def f(x, m=nd):
-    """14 operations: sin exp * x*x 1+ log +2 / + tanh sqrt * - /."""
-    e = 1.0 + x * x
-    return (m.sin(x) * m.exp(x) + m.log(e) / (x + 2.0) - m.tanh(x) * m.sqrt(e)) / e
+NESTED_BUDGET = 20.0 if QUICK else 60.0       # seconds of one nested call: no deeper nesting past it
+JAX_COMPILE_BUDGET = 20.0 if QUICK else 60.0  # seconds of one jax.jit compile: no higher k past it
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 
 def per_call(fn, budget=0.3, least=3):
@@ -57,64 +69,188 @@ def once(fn):
     return time.perf_counter() - t, out
 
 
-def nested(k):
+def fit_exponent(ks, ts):
+    p, _ = np.polyfit(np.log(ks), np.log(ts), 1)
+    return p
+
+
+def leaves(y):
+    """The numbers of an output (a number or an array) as a list of floats."""
+    return [float(v) for v in np.ravel(np.asarray(y, dtype=float))]
+
+
+# ---------------------------------------------------------------- the programs
+
+def scalar_f(x, m=nd):
+    """14 operations: sin exp * x*x 1+ log +2 / + tanh sqrt * - /."""
+    e = 1.0 + x * x
+    return (m.sin(x) * m.exp(x) + m.log(e) / (x + 2.0) - m.tanh(x) * m.sqrt(e)) / e
+
+
+def scalar_program():
+    return dict(f=lambda t: scalar_f(0.7 + t), plain=lambda: scalar_f(0.7, math),
+                jax=lambda jnp: (lambda t: scalar_f(0.7 + t, jnp)))
+
+
+def ode_program():
+    from gradbench.evals.ode import runge_kutta
+    x0, v = np.linspace(0.5, 1.5, 8), np.cos(np.arange(8.0))
+
+    def rk_jax(jnp):
+        def run(t):
+            x = x0 + t * v
+
+            def f(y):
+                return jnp.concatenate([x[:1], x[1:] * y[:-1]])
+            h, y = 2.0 / 10, jnp.zeros(len(x0))
+            for _ in range(10):
+                k1 = f(y)
+                k2 = f(y + h * k1 / 2)
+                k3 = f(y + h * k2 / 2)
+                k4 = f(y + h * k3)
+                y = y + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
+            return y[-1]
+        return run
+    return dict(f=lambda t: runge_kutta(x0 + t * v, 10)[-1], plain=lambda: runge_kutta(x0, 10)[-1],
+                jax=rk_jax)
+
+
+def gmm_program():
+    from gradbench.evals.gmm import log_multigamma, log_posterior, lower_triangle_index
+    rng = np.random.default_rng(3)
+    d, k, n, m, gamma = 3, 4, 20, 0, 1.0
+    p0 = dict(alpha=rng.normal(size=k), mu=rng.normal(size=(k, d)), q=0.3 * rng.normal(size=(k, d)),
+              l=0.3 * rng.normal(size=(k, d * (d - 1) // 2)))
+    dp = {name: rng.normal(size=a.shape) for name, a in p0.items()}
+    x = rng.normal(size=(n, d))
+
+    def along(t):
+        return {name: p0[name] + t * dp[name] for name in p0}
+
+    def gmm_jax(jnp):
+        import jax
+
+        def lse(a, axis=None):
+            mx = jax.lax.stop_gradient(jnp.max(a, axis=axis, keepdims=True))
+            return jnp.log(jnp.sum(jnp.exp(a - mx), axis=axis)) + jnp.squeeze(mx, axis)
+
+        def run(t):               # log_posterior, written with jax.numpy
+            p = along(t)
+            alpha, mu, q, l = p['alpha'], p['mu'], p['q'], p['l']
+            zero_then_l = jnp.concatenate([np.zeros((k, 1)), l], axis=1)
+            Q = zero_then_l[:, lower_triangle_index(d)] + jnp.exp(q)[:, :, None] * np.eye(d)
+            centred = x[None, :, :] - mu[:, None, :]
+            Qx = centred @ jnp.swapaxes(Q, 1, 2)
+            sum_q = jnp.sum(q, axis=1)
+            beta = (alpha + sum_q)[:, None] - 0.5 * jnp.sum(Qx * Qx, axis=2)
+            ll = -n * (d / 2 * math.log(2 * math.pi) + lse(alpha)) + jnp.sum(lse(beta, axis=0))
+            dof = d + m + 1
+            frob = jnp.sum(jnp.exp(q) ** 2) + jnp.sum(l * l)
+            prior = (k * (dof * d * math.log(gamma / math.sqrt(2)) - log_multigamma(dof / 2, d))
+                     - gamma * gamma / 2 * frob + m * jnp.sum(sum_q))
+            return ll + prior
+        return run
+    return dict(f=lambda t: log_posterior(along(t), x, m, gamma), plain=lambda: log_posterior(p0, x, m, gamma),
+                jax=gmm_jax)
+
+
+def particle_program():
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from gradbench_nested import particle_path
+    return dict(f=lambda t: particle_path(0.2 + t), plain=lambda: particle_path(0.2), jax=None)
+
+
+PROGRAMS = dict(scalar=scalar_program, ode=ode_program, gmm=gmm_program, particle=particle_program)
+
+
+# ---------------------------------------------------------------- one program's table
+
+def nested(f, k):
     g = f
     for _ in range(k):
         g = nd.derivative(g)
     return g
 
 
-def fit_exponent(ks, ts):
-    p, _ = np.polyfit(np.log(ks), np.log(ts), 1)
-    return p
+def measure(name, program, jax):
+    f, plain_fn = program['f'], program['plain']
+    slow = name == 'particle'
+    plain = per_call(plain_fn, budget=0.5, least=5 if slow else 1000)
+    budget = 0.6 if slow else 0.3
+    rows, jet_times, first_times = [], [], []
+    nested_last, compile_last = 0.0, 0.0
+    for k in KS:
+        ours = nd.derivatives(f, k)(0.0)
+        t_jet = per_call(lambda: nd.derivatives(f, k)(0.0), budget=budget)
+        jet_times.append(t_jet)
+        staged = nd.stage(nd.derivatives(f, k))
+        t_first, first = once(lambda: staged(0.0))
+        first_times.append(t_first)
+        assert max_rel_diff(first, ours) < 1e-11, (name, k)
+        t_staged = per_call(lambda: staged(0.0), budget=budget)
+        row = [k, f"{t_jet / plain:.0f}", fmt_time(t_jet), fmt_time(t_first), f"{t_staged / plain:.1f}"]
+        if k <= NESTED_MAX and nested_last < NESTED_BUDGET:
+            g = nested(f, k)
+            t_nest, val = once(lambda: g(0.0))
+            if t_nest < 1.0:
+                t_nest = per_call(lambda: g(0.0), budget=budget)
+            nested_last = t_nest
+            assert max_rel_diff(leaves(val), leaves(ours[k])) < 1e-9, (name, k)
+            row += [f"{t_nest / plain:,.0f}", f"{t_nest / t_jet:,.1f}x"]
+        elif k <= NESTED_MAX:     # nesting once more costs at least the last one measured
+            row += [f">{nested_last / plain:,.0f}", f">{nested_last / t_jet:,.1f}x"]
+        else:
+            row += ["-", "-"]
+        if jax is not None and program['jax'] is not None:
+            cols = jax_columns(program['jax'], k, ours, t_jet, t_staged, t_first, jax,
+                               compile_last < JAX_COMPILE_BUDGET)
+            compile_last = cols.pop() or compile_last
+            row += cols
+        rows.append(row)
+    header = ["k", "jet/plain", "jet", "staged 1st call", "staged/plain", "nested/plain", "nested/jet"]
+    if jax is not None and program['jax'] is not None:
+        header += ["JAX jet/jet", "JAX jit/jet", "JAX jit/staged", "JAX jit 1st call", "JAX jit 1st / staged 1st"]
+    print(f"\n## {name}: plain call {fmt_time(plain)}; ratios are per call (median)")
+    print_table(header, rows)
+    ks = [k for k in KS if k >= 4]
+    p = fit_exponent(ks, jet_times[3:])
+    q = fit_exponent(ks, first_times[3:])
+    print(f"eager jet cost ~ k^{p:.2f}, staged first call (trace, compile, run) ~ k^{q:.2f} "
+          f"over k = 4..12 (fits of log time on log k)")
+
+
+def jax_columns(make, k, ours, t_jet, t_staged, t_first, jax, compile_jit):
+    """JAX's eager jet, and jax.jit of it unless the last compile took over its budget
+    (then '-'); the last entry is the compile time (None when not compiled)."""
+    from jax.experimental.jet import jet as jjet
+    fj = make(jax.numpy)
+    series = ((1.0,) + (0.0,) * (k - 1),)
+    run = lambda: jjet(fj, (0.0,), series)
+    _, js = run()
+    assert max_rel_diff([float(v) for v in js], [float(v) for v in ours[1:]]) < 1e-9
+    t_jax = per_call(run, budget=0.5, least=3)
+    if not compile_jit:
+        return [f"{t_jax / t_jet:.1f}x", "-", "-", "-", "-", None]
+    jitted = jax.jit(lambda t: jjet(fj, (t,), series))
+    t_compile, _ = once(lambda: jax.block_until_ready(jitted(0.0)))
+    t_jit = per_call(lambda: jax.block_until_ready(jitted(0.0)))
+    return [f"{t_jax / t_jet:.1f}x", f"{t_jit / t_jet:.2f}x", f"{t_jit / t_staged:.1f}x",
+            fmt_time(t_compile), f"{t_compile / t_first:.0f}x", t_compile]
 
 
 def main():
-    plain = per_call(lambda: f(X, math), budget=0.5, least=1000)
+    chosen = list(PROGRAMS)
+    if "--programs" in sys.argv:
+        chosen = sys.argv[sys.argv.index("--programs") + 1].split(",")
     try:
         import jax
         jax.config.update("jax_enable_x64", True)
-        from jax.experimental.jet import jet as jjet
-        jnp = jax.numpy
     except ImportError:
         jax = None
-    rows, jet_times = [], []
-    for k in KS:
-        ours = nd.derivatives(f, k)(X)
-        t_jet = per_call(lambda: nd.derivatives(f, k)(X))
-        jet_times.append(t_jet)
-        staged = nd.stage(nd.derivatives(f, k))
-        t_first, first = once(lambda: staged(X))
-        assert max_rel_diff(first, ours) < 1e-12
-        t_staged = per_call(lambda: staged(X))
-        row = [k, f"{t_jet / plain:.0f}", fmt_time(t_jet), fmt_time(t_first), f"{t_staged / plain:.0f}"]
-        if k <= NESTED_MAX:
-            g = nested(k)
-            t_nest = per_call(lambda: g(X), budget=0.3, least=3) if k <= 8 else once(lambda: g(X))[0]
-            assert max_rel_diff([g(X)], [ours[k]]) < 1e-9
-            row += [f"{t_nest / plain:.0f}", f"{t_nest / t_jet:.1f}x"]
-        else:
-            row += ["-", "-"]
-        if jax is not None:
-            series = ((1.0,) + (0.0,) * (k - 1),)
-            fj = lambda x: f(x, jnp)
-            run = lambda: jjet(fj, (X,), series)
-            _, js = run()
-            assert max_rel_diff([float(v) for v in js], ours[1:]) < 1e-10
-            t_jax = per_call(run, budget=0.5, least=3)
-            jitted = jax.jit(lambda x: jjet(fj, (x,), series))
-            t_compile, _ = once(lambda: jax.block_until_ready(jitted(X)))
-            t_jit = per_call(lambda: jax.block_until_ready(jitted(X)))
-            row += [f"{t_jax / t_jet:.1f}x", f"{t_jit / t_jet:.2f}x", f"{t_jit / t_staged:.1f}x",
-                    fmt_time(t_compile)]
-        rows.append(row)
-    header = ["k", "jet/plain", "jet", "staged 1st call", "staged/plain", "nested/plain",
-              "nested/jet", "JAX jet/jet", "JAX jit/jet", "JAX jit/staged", "JAX jit 1st call"]
-    print(f"plain f: {fmt_time(plain)} per call; ratios are per call (median)")
-    print_table(header[:len(rows[0])], rows)
-    ks = [k for k in KS if k >= 4]
-    p = fit_exponent(ks, jet_times[3:])
-    print(f"\neager jet cost ~ k^{p:.2f} over k = 4..12 (fit of log time on log k)")
+    print(f"load (uptime) at start: {os.getloadavg()[0]:.1f}")
+    for name in chosen:
+        measure(name, PROGRAMS[name](), jax)
+        print(f"load after {name}: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
