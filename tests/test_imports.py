@@ -33,12 +33,6 @@ ALLOWED = {
         "Program compiles itself with the code generator, which is built on Program",
     ('nestad.staging.stage', 'nestad.staging.differentiate'):
         "a staged function derives its jvp/vjp/vmap by differentiate, which stages with stage",
-    ('nestad.tracer', 'nestad.staging.program'):
-        "record_numpy_call records a numpy call on tracers as a program equation (program "
-        "is built on tracer)",
-    ('nestad.tracer', 'nestad.staging'): "(the package of the import above)",
-    ('nestad.tracer', 'nestad.structures'):
-        "record_numpy_call flattens the call's arguments (structures tests for tracers)",
 }
 
 

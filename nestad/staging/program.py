@@ -15,8 +15,7 @@ import numpy as np
 from ..errors import InvalidInputError, NestadError
 from ..tracer import GUARD, RAISES, Eqn, Var, _aval, _const_key, _param_key, active
 from ..structures import flatten, leaf_paths
-from ..tracer import _NUMPY_CALLS
-from ..tracer import is_tracer
+from ..tracer import _TRACERS, RECORD_NUMPY_CALL, is_tracer, resolve
 from .randomness import draw
 
 
@@ -52,12 +51,39 @@ class NumpyCall:
         return f"<numpy call {self.name}>"
 
 
+_NUMPY_CALLS = {}
+# Functions of an array's shape and dtype only: answered from the example value.
+_STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like,
+                     np.empty_like, np.iscomplexobj, np.isrealobj}
+
+
 def numpy_call(func):
     """The op of recorded calls of numpy function ``func`` (one per function)."""
     op = _NUMPY_CALLS.get(func)
     if op is None:
         op = _NUMPY_CALLS[func] = NumpyCall(func)
     return op
+
+
+def record_numpy_call(func, args, kwargs):
+    """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is: the
+    tracers' ``__array_function__``/``__array_ufunc__`` reach it through
+    ``tracer.RECORD_NUMPY_CALL``."""
+    leaves, tree = flatten((tuple(args), dict(kwargs)))
+    vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
+    a, k = tree.build(vals)
+    if func in _STATIC_FUNCTIONS:
+        return func(*a, **k)
+    trace, leaves = resolve(leaves)
+    op = numpy_call(func)
+    out = func(*a, **k)
+    out_leaves, out_tree = flatten(out)
+    if out_tree.children is None:
+        return trace.record(op, leaves, {'tree': tree}, out)
+    return trace.record(op, leaves, {'tree': tree}, None, tree=(out_leaves, out_tree))
+
+
+RECORD_NUMPY_CALL['record'] = record_numpy_call
 
 
 def _numpy_name(func):
