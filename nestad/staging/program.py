@@ -19,6 +19,11 @@ from ..tracer import _TRACERS, RECORD_NUMPY_CALL, is_tracer, resolve
 from .randomness import draw
 
 
+# Program's methods built on modules above it: 'jvp' and 'vjp' (filled by transform.py),
+# 'python_source' (by codegen.py).
+PROGRAM_HOOKS = {}
+
+
 class GuardFailure(NestadError):
     """The arguments make a comparison recorded in the program come out differently:
     the program does not compute the function there (``stage`` retraces)."""
@@ -181,20 +186,19 @@ class Program:
 
     # ------------------------------------------------------------ transforming it
 
+    # (their bodies live in the modules built on Program, which fill ``PROGRAM_HOOKS``)
+
     def jvp(self):
         """The forward derivative program (see ``nestad.staging.transform``)."""
-        from .transform import jvp
-        return jvp(self)
+        return PROGRAM_HOOKS['jvp'](self)
 
     def vjp(self):
         """The reverse derivative program (see ``nestad.staging.transform``)."""
-        from .transform import vjp
-        return vjp(self)
+        return PROGRAM_HOOKS['vjp'](self)
 
     def source(self):
         """The Python source ``stage`` compiles for this program."""
-        from .codegen import python_source
-        return python_source(self)[0]
+        return PROGRAM_HOOKS['python_source'](self)[0]
 
     # ------------------------------------------------------------ showing it
 
