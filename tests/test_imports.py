@@ -27,8 +27,6 @@ ALLOWED = {
     ('nestad.staging.loops', 'nestad.staging.control'):
         "the staged while_loop of staging/control.py and the loop transforms of loops.py "
         "call each other's helpers; to untangle with the rework of control operators",
-    ('nestad.staging.stage', 'nestad.staging.differentiate'):
-        "a staged function derives its jvp/vjp/vmap by differentiate, which stages with stage",
 }
 
 
