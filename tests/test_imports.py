@@ -24,9 +24,6 @@ ALLOWED = {
         "erf and erfc of an array are scipy's (an optional dependency, imported when used); "
         "nestad.scipy.special defines its primitives with nestad.primitives",
     ('nestad.primitives', 'nestad.scipy'): "(the package of the import above)",
-    ('nestad.staging.loops', 'nestad.staging.control'):
-        "the staged while_loop of staging/control.py and the loop transforms of loops.py "
-        "call each other's helpers; to untangle with the rework of control operators",
 }
 
 
