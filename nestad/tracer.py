@@ -579,28 +579,14 @@ def any_tracer(args):
 
 # ---------------------------------------------------------------- numpy calls on tracers
 
-_NUMPY_CALLS = {}
-# Functions of an array's shape and dtype only: answered from the example value.
-_STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like,
-                     np.empty_like, np.iscomplexobj, np.isrealobj}
+# How a numpy function meeting tracers is recorded: ``RECORD_NUMPY_CALL['record'](func,
+# args, kwargs)``, filled by staging/program.py (it owns the op of a recorded call).
+RECORD_NUMPY_CALL = {}
 
 
 def record_numpy_call(func, args, kwargs):
     """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is."""
-    from .staging.program import numpy_call
-    from .structures import flatten
-    leaves, tree = flatten((tuple(args), dict(kwargs)))
-    vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
-    a, k = tree.build(vals)
-    if func in _STATIC_FUNCTIONS:
-        return func(*a, **k)
-    trace, leaves = resolve(leaves)
-    op = numpy_call(func)
-    out = func(*a, **k)
-    out_leaves, out_tree = flatten(out)
-    if out_tree.children is None:
-        return trace.record(op, leaves, {'tree': tree}, out)
-    return trace.record(op, leaves, {'tree': tree}, None, tree=(out_leaves, out_tree))
+    return RECORD_NUMPY_CALL['record'](func, args, kwargs)
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):

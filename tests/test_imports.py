@@ -24,21 +24,6 @@ ALLOWED = {
         "erf and erfc of an array are scipy's (an optional dependency, imported when used); "
         "nestad.scipy.special defines its primitives with nestad.primitives",
     ('nestad.primitives', 'nestad.scipy'): "(the package of the import above)",
-    ('nestad.staging.loops', 'nestad.staging.control'):
-        "the staged while_loop of staging/control.py and the loop transforms of loops.py "
-        "call each other's helpers; to untangle with the rework of control operators",
-    ('nestad.staging.program', 'nestad.staging.transform'):
-        "Program.jvp/vjp build programs with the transforms, which are built on Program",
-    ('nestad.staging.program', 'nestad.staging.codegen'):
-        "Program compiles itself with the code generator, which is built on Program",
-    ('nestad.staging.stage', 'nestad.staging.differentiate'):
-        "a staged function derives its jvp/vjp/vmap by differentiate, which stages with stage",
-    ('nestad.tracer', 'nestad.staging.program'):
-        "record_numpy_call records a numpy call on tracers as a program equation (program "
-        "is built on tracer)",
-    ('nestad.tracer', 'nestad.staging'): "(the package of the import above)",
-    ('nestad.tracer', 'nestad.structures'):
-        "record_numpy_call flattens the call's arguments (structures tests for tracers)",
 }
 
 

@@ -20,7 +20,7 @@ from ..structures import _LEAF, flatten
 from ..tracer import GUARD, RAISES, Var
 from . import lowering
 from .accumulate import is_basic, rewrite as accumulate, subscript
-from .program import GuardFailure, NumpyCall
+from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
 _DEPTH = 8              # inlined expressions nest at most this deep
@@ -464,3 +464,6 @@ def emit_while(em, eqn, indent):
                         f"{', '.join(o for _, o in moved)},")
     for v, name in zip(eqn.outs, state):
         em.names[id(v)] = name
+
+
+PROGRAM_HOOKS['python_source'] = python_source

@@ -39,7 +39,28 @@ from .. import batching
 from ..batching import while_batched
 from ..values import Batched, Bundle, Perturbed, primal_value
 from .program import Program, depends, simplify
-from .loops import OPTIONS, options, with_options
+
+
+# The options of a loop's reverse rule, carried as attributes of its body function (and
+# of the bodies of the loops derived from it) and as parameters of its WHILE equation.
+OPTIONS = ('checkpoints', 'known_trips')
+
+
+def options(body_f):
+    return {k: getattr(body_f, k) for k in OPTIONS if getattr(body_f, k, None) is not None}
+
+
+def with_options(fn, opts):
+    for k, v in opts.items():
+        if v is not None:
+            setattr(fn, k, v)
+    return fn
+
+
+# The loop transforms of loops.py, which is built on this module (it runs loops with
+# ``_loop``), filled at its import: 'use_adjoint' and 'reverse' (the adjoint rule of
+# reverse mode), 'eager_checkpointed', 'closure_converted'.
+LOOP_TRANSFORMS = {}
 
 
 def while_loop(cond, body, state, checkpoints=None):
@@ -60,9 +81,8 @@ def while_loop(cond, body, state, checkpoints=None):
                 "numbers, arrays, or structures of them")
     if active() is None and not any(is_tracer(_value(x)) for x in leaves):
         if checkpoints is not None:                 # eager reverse mode, checkpointed
-            from .loops import eager_checkpointed
-            out = eager_checkpointed(cond, body, state, checkpoints,
-                                     getattr(body, 'known_trips', None))
+            out = LOOP_TRANSFORMS['eager_checkpointed'](cond, body, state, checkpoints,
+                                                        getattr(body, 'known_trips', None))
             if out is not None:
                 return out
         return _python_loop(cond, body, state, InvalidInputError)   # eager: Python's loop
@@ -85,8 +105,7 @@ def while_loop(cond, body, state, checkpoints=None):
         # differentiates: found in its closure cells, the value becomes loop state
         # (loops.closure_converted); else its tape cells cannot become loop state, so
         # the loop runs as Python's (unrolled, the program fixed to this trip count).
-        from .loops import closure_converted
-        out = closure_converted(cond, body, state, options(body_flat))
+        out = LOOP_TRANSFORMS['closure_converted'](cond, body, state, options(body_flat))
         if out is not None:
             return out
         return _python_loop(cond, body, state, StagingError)
@@ -408,11 +427,10 @@ def _reverse(top, leaves, carried, primals, params):
     """Reverse mode: the Jacobian of the final state by forward directions, then one
     tape cell per float output leaf with the Jacobian's blocks as partials; or the
     adjoint rule where it is cheaper (``loops``: many input scalars)."""
-    from . import loops
     cond_f, body_f, primals = params['cond'], params['body'], list(primals)
     slots = [k for k, x in enumerate(leaves) if _is_float(x)]
-    if loops.use_adjoint(primals, carried, slots, body_f):
-        return loops.reverse(cond_f, body_f, leaves, primals, carried, slots, top)
+    if LOOP_TRANSFORMS['use_adjoint'](primals, carried, slots, body_f):
+        return LOOP_TRANSFORMS['reverse'](cond_f, body_f, leaves, primals, carried, slots, top)
     inputs = [k for k in slots if carried[k]]
     if all(np.ndim(primal_value(primals[k])) == 0 for k in slots):
         directions = [[1.0 if k == i else 0.0 for k in slots] for i in inputs]

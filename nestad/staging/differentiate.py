@@ -24,8 +24,9 @@ from ..interpret import FunctionOp, bind
 from ..structures import tree_map
 from ..values import Batched
 from .randomness import is_generator, restore, states
-from .stage import DERIVED_SIZE
 from .tracing import closure_error
+
+DERIVED_SIZE = 16   # staged jvps/vjps a staged function keeps (one per argument structure, mode)
 
 
 def call_perturbed(staged, leaves, tree, mask=None):

@@ -56,6 +56,9 @@ from .. import numpy as anp
 from ..numpy import sum_to
 from .codegen import compile_python
 from .program import Program
+from .control import (LOOP_TRANSFORMS, _Unroll, _active, _check_step, _constant_int,
+                      _float_dtype, _in_dtype_of, _is_float, _is_state_leaf, _like, _loop,
+                      _quick_key, _sub_program, traced_loop, with_options)
 from ..operators import vjp
 
 # The forward-direction rule below this many input scalars (see the module docstring;
@@ -80,7 +83,6 @@ def reverse(cond_f, body_f, leaves, primals, carried, slots, top):
     """Tape cells of run ``top`` for the loop's final state, by the adjoint rule: every
     iterate stored, or at most ``checkpoints`` of them (``checkpoints_of(body_f)``) and
     the rest recomputed by the binomial schedule (``_Revolve``)."""
-    from .control import _active
     probe = body_f(list(primals))
     vary = [k for k, (o, p) in enumerate(zip(probe, primals)) if o is not p]
     n = len(primals)
@@ -159,22 +161,6 @@ def first_sweep(trips, slots):
     return steps, where, (restore, first, count, final, gap, slot)
 
 
-# The options of a loop's reverse rule, carried as attributes of its body function (and
-# of the bodies of the loops derived from it) and as parameters of its WHILE equation.
-OPTIONS = ('checkpoints', 'known_trips')
-
-
-def options(body_f):
-    return {k: getattr(body_f, k) for k in OPTIONS if getattr(body_f, k, None) is not None}
-
-
-def with_options(fn, opts):
-    for k, v in opts.items():
-        if v is not None:
-            setattr(fn, k, v)
-    return fn
-
-
 def _place_rule(g, out, start, size, total):
     """Output leaf's cotangent ``g`` placed at its segment of the hub's."""
     return anp.at(np.zeros(total))[start:start + size].set(anp.reshape(g, (size,)))
@@ -205,7 +191,6 @@ class _Backward:
     def cotangents(self, g):
         if self.last is not None and self.last[0] is g:
             return self.last[1]
-        from .control import _loop
         g0 = _segments(g, self)
         m, prog = 1 + len(g0), self.step
 
@@ -252,7 +237,6 @@ class _Revolve:
     def cotangents(self, g):
         if self.last is not None and self.last[0] is g:
             return self.last[1]
-        from .control import _loop
         g0 = _segments(g, self)
         nv, ng = len(self.vary), len(g0)
         where, kept = (), {}
@@ -299,7 +283,6 @@ class _Revolve:
 
 def _advance(prog, caps, xs, steps):
     """``steps`` steps of the body (``prog``, on the changing slots) from ``xs``."""
-    from .control import _loop
     nv = len(xs)
     out = _loop(lambda s: s[0] < steps,
                 lambda s: [s[0] + 1] + list(prog.run_flat(list(s[1:1 + nv]) + list(caps),
@@ -310,7 +293,6 @@ def _advance(prog, caps, xs, steps):
 
 def _step_back(body_f, args, slots, gs):
     """The slots' cotangents before one body step at state ``args``, given ``gs`` after."""
-    from .control import _like
 
     def f(*xs):
         a = list(args)
@@ -327,20 +309,17 @@ def _example(x):
 
 
 def _cotangent_examples(primals, slots, shapes):
-    from .control import _float_dtype
     return [np.zeros(s, _float_dtype(primals[k])) if s else _float_dtype(primals[k]).type(0)
             for k, s in zip(slots, shapes)]
 
 
 def _traced(fn, examples, purpose):
-    from .control import _sub_program
     return _sub_program(active(), fn, examples, purpose)
 
 
 def _segments(g, pull):
     """The hub's cotangent ``g`` cut into the slots' cotangents."""
     from .. import numpy as anp
-    from .control import _in_dtype_of
     out = []
     for j, k in enumerate(pull.slots):
         a, b = int(pull.offsets[j]), int(pull.offsets[j + 1])
@@ -457,7 +436,6 @@ def stash(cond_f, body_f, leaves, vary, keep=None):
     """The loop on plain (or traced) ``leaves``: the final state, the trip count, and
     for each slot in ``vary`` the stack of its iterates before each body step (only
     before the steps ``keep``, a tuple of step indices, if given)."""
-    from .control import traced_loop
     vals, cond_prog, cond_caps, body_prog, body_caps = traced_loop(cond_f, body_f, leaves)
     params = dict(cond=cond_prog, body=body_prog, n=len(leaves), nc=len(cond_caps),
                   vary=tuple(vary))
@@ -588,7 +566,6 @@ def eager_checkpointed(cond, body, state, checkpoints, known=None):
     mode; another run under this one; a body reading a value of the run from its
     closure)."""
     from ..custom import reads_closure
-    from .control import _check_step, _constant_int, _is_float, _quick_key
     leaves, tree = flatten(state)
     if not any(isinstance(x, Perturbed) for x in leaves):
         return None
@@ -677,7 +654,6 @@ def closure_converted(cond, body, state, opts):
     of the functions read them from the state instead.  Their runs, reverse ones
     included, are then peeled like the state's own, and the loop stays one loop.  None if
     none is found that way (a global, an attribute) or the loop still cannot stay one."""
-    from .control import _Unroll, _is_state_leaf, _loop
     found = {}
     for f in (cond, body):
         _find(f, found, set())
@@ -778,3 +754,8 @@ def _rebuild(v, subst, memo):
         memo[id(v)] = new
         return new
     return v
+
+
+# (staging/control.py's while_loop reaches these through its hook)
+LOOP_TRANSFORMS.update(use_adjoint=use_adjoint, reverse=reverse,
+                       eager_checkpointed=eager_checkpointed, closure_converted=closure_converted)

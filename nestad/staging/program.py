@@ -15,9 +15,13 @@ import numpy as np
 from ..errors import InvalidInputError, NestadError
 from ..tracer import GUARD, RAISES, Eqn, Var, _aval, _const_key, _param_key, active
 from ..structures import flatten, leaf_paths
-from ..tracer import _NUMPY_CALLS
-from ..tracer import is_tracer
+from ..tracer import _TRACERS, RECORD_NUMPY_CALL, is_tracer, resolve
 from .randomness import draw
+
+
+# Program's methods built on modules above it: 'jvp' and 'vjp' (filled by transform.py),
+# 'python_source' (by codegen.py).
+PROGRAM_HOOKS = {}
 
 
 class GuardFailure(NestadError):
@@ -52,12 +56,39 @@ class NumpyCall:
         return f"<numpy call {self.name}>"
 
 
+_NUMPY_CALLS = {}
+# Functions of an array's shape and dtype only: answered from the example value.
+_STATIC_FUNCTIONS = {np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like,
+                     np.empty_like, np.iscomplexobj, np.isrealobj}
+
+
 def numpy_call(func):
     """The op of recorded calls of numpy function ``func`` (one per function)."""
     op = _NUMPY_CALLS.get(func)
     if op is None:
         op = _NUMPY_CALLS[func] = NumpyCall(func)
     return op
+
+
+def record_numpy_call(func, args, kwargs):
+    """Record ``func(*args, **kwargs)`` (a numpy function meeting tracers) as it is: the
+    tracers' ``__array_function__``/``__array_ufunc__`` reach it through
+    ``tracer.RECORD_NUMPY_CALL``."""
+    leaves, tree = flatten((tuple(args), dict(kwargs)))
+    vals = [a.val if isinstance(a, _TRACERS) else a for a in leaves]
+    a, k = tree.build(vals)
+    if func in _STATIC_FUNCTIONS:
+        return func(*a, **k)
+    trace, leaves = resolve(leaves)
+    op = numpy_call(func)
+    out = func(*a, **k)
+    out_leaves, out_tree = flatten(out)
+    if out_tree.children is None:
+        return trace.record(op, leaves, {'tree': tree}, out)
+    return trace.record(op, leaves, {'tree': tree}, None, tree=(out_leaves, out_tree))
+
+
+RECORD_NUMPY_CALL['record'] = record_numpy_call
 
 
 def _numpy_name(func):
@@ -155,20 +186,19 @@ class Program:
 
     # ------------------------------------------------------------ transforming it
 
+    # (their bodies live in the modules built on Program, which fill ``PROGRAM_HOOKS``)
+
     def jvp(self):
         """The forward derivative program (see ``nestad.staging.transform``)."""
-        from .transform import jvp
-        return jvp(self)
+        return PROGRAM_HOOKS['jvp'](self)
 
     def vjp(self):
         """The reverse derivative program (see ``nestad.staging.transform``)."""
-        from .transform import vjp
-        return vjp(self)
+        return PROGRAM_HOOKS['vjp'](self)
 
     def source(self):
         """The Python source ``stage`` compiles for this program."""
-        from .codegen import python_source
-        return python_source(self)[0]
+        return PROGRAM_HOOKS['python_source'](self)[0]
 
     # ------------------------------------------------------------ showing it
 

@@ -34,6 +34,7 @@ from ..structures import flatten, leaf_paths
 from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
 from .codegen import PIECE_LINES, compile_python
+from .differentiate import call_perturbed
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
@@ -41,7 +42,6 @@ from .lowering import BACKENDS      # (python, numba and any registered backend)
 from .numba_backend import compile_numba
 
 CACHE_SIZE = 64           # programs a staged function keeps in all (least recently used go)
-DERIVED_SIZE = 16         # staged jvps/vjps it keeps (one per argument structure and mode)
 RETRACE_WARN = 10         # warn when this many traces take most of the time since they began
 UNROLL_WARN = 20_000      # warn when one trace records more equations than this
 
@@ -194,7 +194,6 @@ class Staged:
                     raise InvalidInputError("a static argument of a staged function carries a "
                                             "perturbation: it would be differentiated as a "
                                             "constant. Do not mark it static.")
-                from .differentiate import call_perturbed
                 return call_perturbed(self, leaves, tree, mask)
             if is_tracer(x) or isinstance(x, TracingGenerator):
                 return self.f(*args, **kwargs)   # inside another trace: trace through

@@ -18,6 +18,7 @@ from ..extraction import primal_of, tangent_of
 from ..operators import vjp as _vjp
 from .. import perturbation
 from ..arrays import make_bundle
+from .program import PROGRAM_HOOKS
 from .tracing import trace
 
 
@@ -58,3 +59,6 @@ def vjp(program):
     result = trace(reverse, *program.example, *cts)
     result.names = list(program.names) + [f"ct{k}" for k in range(len(cts))]
     return result
+
+
+PROGRAM_HOOKS['jvp'], PROGRAM_HOOKS['vjp'] = jvp, vjp
