@@ -130,7 +130,7 @@ def test_nestad_numpy_functions_refuse_masked_arrays_even_unperturbed(fn):
 
 # ---------------------------------------------------------------- numpy's own values
 
-def same_as_numpy(actual, expected, what=''):
+def assert_same_as_numpy(actual, expected, what=''):
     """Equal to numpy's result bit for bit where it matters: shape, dtype, values with nan
     in the same places, and the sign of every zero."""
     a, e = np.asarray(nd.primal_value(actual)), np.asarray(expected)
@@ -161,7 +161,7 @@ BINARY = ['add', 'subtract', 'multiply', 'divide', 'power', 'arctan2', 'hypot', 
 @pytest.mark.parametrize('name', UNARY)
 def test_unary_values_equal_numpys(name, kind):
     x = VALUES[kind]
-    same_as_numpy(getattr(anp, name)(x), getattr(np, name)(x), name)
+    assert_same_as_numpy(getattr(anp, name)(x), getattr(np, name)(x), name)
 
 
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')
@@ -178,17 +178,17 @@ def test_binary_values_equal_numpys(name, kx, ky):
         with pytest.raises(ValueError):
             getattr(anp, name)(x, y)
         return
-    same_as_numpy(getattr(anp, name)(x, y), expected, name)
+    assert_same_as_numpy(getattr(anp, name)(x, y), expected, name)
 
 
 def test_integer_reciprocal_is_the_true_reciprocal():
     # numpy.reciprocal of an integer is integer division (0 for |x| > 1), a step function
     # its derivative -1/x^2 would contradict: nestad returns 1/x in float64, as JAX does.
-    same_as_numpy(anp.reciprocal(np.array([1, 2, -4])), np.array([1.0, 0.5, -0.25]))
-    same_as_numpy(anp.reciprocal(4), np.float64(0.25))
+    assert_same_as_numpy(anp.reciprocal(np.array([1, 2, -4])), np.array([1.0, 0.5, -0.25]))
+    assert_same_as_numpy(anp.reciprocal(4), np.float64(0.25))
     for kind in ('special', 'float32', 'python-float'):
         with np.errstate(divide='ignore', over='ignore'):
-            same_as_numpy(anp.reciprocal(VALUES[kind]), np.reciprocal(VALUES[kind]), kind)
+            assert_same_as_numpy(anp.reciprocal(VALUES[kind]), np.reciprocal(VALUES[kind]), kind)
 
 
 REDUCTIONS = ['sum', 'mean', 'prod', 'max', 'min']
@@ -201,7 +201,7 @@ REDUCTIONS = ['sum', 'mean', 'prod', 'max', 'min']
 @pytest.mark.parametrize('name', REDUCTIONS)
 def test_reduction_values_and_dtypes_equal_numpys(name, kind, axis, keepdims):
     x = VALUES[kind]
-    same_as_numpy(getattr(anp, name)(x, axis=axis, keepdims=keepdims),
+    assert_same_as_numpy(getattr(anp, name)(x, axis=axis, keepdims=keepdims),
                   getattr(np, name)(x, axis=axis, keepdims=keepdims), name)
 
 
@@ -292,7 +292,7 @@ PRODUCTS = {   # name: (nestad, numpy, arguments); numpy.dot([-0.], [1.]) is -0.
 def test_product_reduction_and_linalg_values_equal_numpys(name):
     fn, npfn, args = PRODUCTS[name]
     with np.errstate(divide='ignore', invalid='ignore'):
-        same_as_numpy(fn(*args), npfn(*args), name)
+        assert_same_as_numpy(fn(*args), npfn(*args), name)
 
 
 @pytest.mark.parametrize('name', sorted(PRODUCTS))
@@ -305,8 +305,8 @@ def test_primal_values_under_every_mode_equal_numpys(name):
         for j in floats:
             def f(x):
                 return fn(*(x if i == j else a for i, a in enumerate(args)))
-            same_as_numpy(nd.jvp(f, (args[j],), (np.ones(np.shape(args[j])),))[0], expected, 'jvp')
-            same_as_numpy(nd.vjp(f, args[j])[0], expected, 'vjp')
+            assert_same_as_numpy(nd.jvp(f, (args[j],), (np.ones(np.shape(args[j])),))[0], expected, 'jvp')
+            assert_same_as_numpy(nd.vjp(f, args[j])[0], expected, 'vjp')
 
 
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')
@@ -315,13 +315,13 @@ def test_float32_scalar_under_perturbation_keeps_its_dtype(name):
     # a reduction of a float32 array is a float32 scalar; functions of it stay float32
     x = np.array([0.25, 0.5], dtype=np.float32)
     v = nd.vjp(lambda x: getattr(anp, name)(anp.sum(x)), x)[0]
-    same_as_numpy(v, getattr(np, name)(np.sum(x)) if name != 'reciprocal' else np.reciprocal(np.sum(x)))
+    assert_same_as_numpy(v, getattr(np, name)(np.sum(x)) if name != 'reciprocal' else np.reciprocal(np.sum(x)))
 
 
 def test_negative_flips_the_sign_of_nan_like_numpy():
     x = np.array([np.nan, 0.0, -0.0])
-    same_as_numpy(anp.negative(x), np.negative(x))
-    same_as_numpy(nd.vjp(lambda x: -x, x)[0], -x)
+    assert_same_as_numpy(anp.negative(x), np.negative(x))
+    assert_same_as_numpy(nd.vjp(lambda x: -x, x)[0], -x)
     np.testing.assert_array_equal(nd.jacobian_r(anp.negative)(np.array([1.0, 2.0])), -np.eye(2))
     np.testing.assert_array_equal(nd.jacobian_f(np.negative)(np.array([1.0, 2.0])), -np.eye(2))
 
@@ -364,7 +364,7 @@ def test_dot_inner_vdot_derivatives_on_all_operand_ranks(name):
               'vdot': [((3,), (3,)), ((2, 3), (3, 2)), ((6,), (2, 3))]}[name]
     for sa, sb in shapes:
         a, b = uniform(sa if sa else None, seed=1), uniform(sb if sb else None, seed=2)
-        same_as_numpy(fn(a, b), getattr(np, name)(a, b), f'{name}{sa}{sb}')
+        assert_same_as_numpy(fn(a, b), getattr(np, name)(a, b), f'{name}{sa}{sb}')
         check_jacobian(fn, a, b, argnums=(0, 1))
         w = uniform(np.shape(getattr(np, name)(a, b)) or None, seed=3)
         check_gradient(lambda a, b: anp.sum(w * fn(a, b) ** 2), a, b, argnums=(0, 1))

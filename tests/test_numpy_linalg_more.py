@@ -38,7 +38,7 @@ def joined(parts):
     return anp.concatenate([anp.ravel(p) for p in parts])
 
 
-def same(actual, expected, what=''):
+def assert_same(actual, expected, what=''):
     a, e = np.asarray(nd.primal_value(actual)), np.asarray(expected)
     assert a.shape == e.shape and a.dtype == e.dtype, (what, a.shape, e.shape, a.dtype, e.dtype)
     assert np.array_equal(a, e, equal_nan=True), (what, a, e)
@@ -159,9 +159,9 @@ def test_values_are_numpys(name):
         if isinstance(expected, tuple):
             assert type(got) is type(expected), (type(got), type(expected))
             for g, e in zip(got, expected):
-                same(g, e, name)
+                assert_same(g, e, name)
         else:
-            same(got, expected, name)
+            assert_same(got, expected, name)
 
 
 NORM_ORDS = {1: [None, 2, 1, -1, 0, np.inf, -np.inf, 3, 0.5, -2, 2.5],
@@ -178,10 +178,10 @@ def test_norm_values_for_every_ord(axis, keepdims):
         cases = [(x, o) for o in NORM_ORDS[1 if isinstance(axis, int) else 2]]
     for a, o in cases:
         expected = np.linalg.norm(a, o, axis, keepdims)
-        same(anp.linalg.norm(a, o, axis, keepdims), expected, (o, axis))
-        same(primal_of_run(lambda a: anp.linalg.norm(a, o, axis, keepdims), a), expected, (o, axis))
+        assert_same(anp.linalg.norm(a, o, axis, keepdims), expected, (o, axis))
+        assert_same(primal_of_run(lambda a: anp.linalg.norm(a, o, axis, keepdims), a), expected, (o, axis))
         if o != 0:
-            same(np.linalg.norm(nd.jvp(lambda a: a, (a,), (a,))[0], o, axis, keepdims), expected)
+            assert_same(np.linalg.norm(nd.jvp(lambda a: a, (a,), (a,))[0], o, axis, keepdims), expected)
 
 
 def test_norm_refuses_what_numpy_refuses():

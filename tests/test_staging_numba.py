@@ -58,7 +58,7 @@ def test_numba_falls_back_to_python_with_a_warning():
         assert g(x) == 16.0
 
 
-def _no_fallback(f, args_list):
+def assert_no_fallback(f, args_list):
     """f staged with numba (no fallback warning) and with Python: the same numbers."""
     fast, ref = nd.stage(f, backend="numba"), nd.stage(f)
     with warnings.catch_warnings():
@@ -82,15 +82,15 @@ def test_numba_compiles_powers_with_python_numbers():
     xs = [(float(x),) for x in rng.uniform(-3, 3, 20)] + [(0.0,), (-0.0,), (1e300,), (-math.inf,)]
     for f in (lambda x: x ** 3, lambda x: x ** 2, lambda x: x ** -1, lambda x: x ** 2.5,
               lambda x: 2.0 ** x, lambda x: nd.pow(x, 0.5)):
-        _no_fallback(f, xs)
+        assert_no_fallback(f, xs)
     pairs = [(float(x), float(y)) for x, y in rng.uniform(-3, 3, (20, 2))] + \
         [(0.0, -1.0), (-0.0, -3.0), (-8.0, 1 / 3), (2.0, 2000.0), (-2.0, 3.0), (math.nan, 0.0)]
-    _no_fallback(lambda x, y: x ** y, pairs)
+    assert_no_fallback(lambda x, y: x ** y, pairs)
     # and their derivatives, in both modes and nested
     for g in (nd.derivative(nd.derivative(lambda x: x ** 3.5)),
               nd.gradient_r(nd.derivative(lambda x: x ** 2.5 + 3.0 ** x)),
               lambda x: nd.gradient_r(lambda a: a ** x)(1.7)):
-        _no_fallback(g, [(1.3,), (0.4,)])
+        assert_no_fallback(g, [(1.3,), (0.4,)])
 
 
 def test_numba_gradient_of_a_power_of_two_variables():
@@ -106,8 +106,8 @@ def test_numba_gradient_of_a_power_of_two_variables():
 
 
 def test_numba_compiles_cbrt():
-    _no_fallback(lambda x: nd.cbrt(x) * x, [(0.3,), (-27.0,), (-0.0,), (1e-300,)])
-    _no_fallback(nd.derivative(nd.derivative(nd.cbrt)), [(0.3,), (-2.0,)])
+    assert_no_fallback(lambda x: nd.cbrt(x) * x, [(0.3,), (-27.0,), (-0.0,), (1e-300,)])
+    assert_no_fallback(nd.derivative(nd.derivative(nd.cbrt)), [(0.3,), (-2.0,)])
 
 
 def test_numba_integer_powers_are_exact():
@@ -127,7 +127,7 @@ def test_numba_integer_powers_are_exact():
 anp = nd.numpy
 
 
-def _same_arrays(fast, ref, args, exact=True):
+def assert_same_arrays(fast, ref, args, exact=True):
     """fast(*args) (numba, no fallback warning) equals ref(*args): bit for bit, or where
     numba's elementwise exp/tanh/... (the C library's, up to 3 ulp from numpy's own) are
     used, to 1e-14 of the largest entry (a gradient's sums cancel)."""
@@ -164,9 +164,9 @@ def test_numba_reductions_add_in_numpys_order():
     scale = lambda *s: rng.standard_normal(s) * 10.0 ** rng.integers(-6, 6, s)   # noqa: E731
     x, y, z = scale(1000, 131), scale(7, 300), scale(3, 37, 129)
     y[1, 5], y[2, 7], z[0, 3, 3], z[1, 2, 7:9] = math.nan, -0.0, math.inf, (0.0, -0.0)
-    _same_arrays(nd.stage(reductions, backend="numba"), nd.stage(reductions), (x, y, z))
+    assert_same_arrays(nd.stage(reductions, backend="numba"), nd.stage(reductions), (x, y, z))
     x = np.full(10, -0.0)                       # numpy's sum starts at +0.0
-    _same_arrays(nd.stage(lambda x: (anp.sum(x), anp.sum(x[:3])), backend="numba"),
+    assert_same_arrays(nd.stage(lambda x: (anp.sum(x), anp.sum(x[:3])), backend="numba"),
                  lambda x: (np.sum(x), np.sum(x[:3])), (x,))
 
 
@@ -175,7 +175,7 @@ def test_numba_stacked_matmul_is_numpys():
     rng = np.random.default_rng(6)
     a, b, c, v = (rng.standard_normal(s) for s in ((6, 5), (4, 5, 3), (4, 1, 6), (4, 5, 1)))
     f = lambda a, b, c, v: (a @ b, c @ a, a @ v, c @ (a @ b), b.swapaxes(1, 2) @ v)  # noqa: E731
-    _same_arrays(nd.stage(f, backend="numba"), nd.stage(f), (a, b, c, v))
+    assert_same_arrays(nd.stage(f, backend="numba"), nd.stage(f), (a, b, c, v))
 
 
 def test_numba_compiles_the_benchmarks_array_programs():
@@ -196,18 +196,18 @@ def test_numba_compiles_the_benchmarks_array_programs():
     params = (rng.standard_normal((20, 16)) * 0.3, rng.standard_normal(16),
               rng.standard_normal((16, 4)) * 0.3, np.zeros(4))
     g = nd.gradient_r(mlp_loss)
-    _same_arrays(nd.stage(g, backend="numba"), nd.stage(g), (params,), exact=False)
+    assert_same_arrays(nd.stage(g, backend="numba"), nd.stage(g), (params,), exact=False)
     hvp = lambda x, v: nd.hvp(rosen, x, v)                  # noqa: E731
     x, v = rng.standard_normal(300), rng.standard_normal(300)
-    _same_arrays(nd.stage(hvp, backend="numba"), nd.stage(hvp), (x, v))
+    assert_same_arrays(nd.stage(hvp, backend="numba"), nd.stage(hvp), (x, v))
     # a Hessian: batched tangents meet '@' of a matrix and a stack of them
     A = rng.standard_normal((10, 10)) / 3
     h = nd.hessian(lambda x: anp.sum(anp.log1p(anp.exp(A @ x))) + anp.sum(x ** 4) / 4)
-    _same_arrays(nd.stage(h, backend="numba"), nd.stage(h), (rng.standard_normal(10),),
+    assert_same_arrays(nd.stage(h, backend="numba"), nd.stage(h), (rng.standard_normal(10),),
                  exact=False)
     # the gradient of a broadcast sum (sum_to) and reciprocal
     f = nd.gradient_r(lambda b, c: anp.sum(anp.reciprocal(X + b) * c), (0, 1))
-    _same_arrays(nd.stage(f, backend="numba"), nd.stage(f),
+    assert_same_arrays(nd.stage(f, backend="numba"), nd.stage(f),
                  (rng.standard_normal(20) + 5.0, rng.standard_normal((32, 1))))
 
 

@@ -23,7 +23,7 @@ def nested(f, k):
     return lambda x: [g(x) for g in fs]
 
 
-def close(a, b, rtol, atol=0.0):
+def assert_close(a, b, rtol, atol=0.0):
     a, b = np.asarray(a, float), np.asarray(b, float)
     assert np.all(np.isclose(a, b, rtol=rtol, atol=atol) | (np.isnan(a) & np.isnan(b))), (a, b)
 
@@ -80,12 +80,12 @@ CASES = [(name, x) for name, (_, _, xs) in SCALAR.items() for x in xs]
 def test_scalar_primitive_against_nested_derivative_and_mpmath(name, x):
     f, g, _ = SCALAR[name]
     ours = nd.derivatives(f, 10)(x)
-    close(ours[:7], nested(f, 6)(x), rtol=1e-12, atol=1e-300)
+    assert_close(ours[:7], nested(f, 6)(x), rtol=1e-12, atol=1e-300)
     ref = [float(v) for v in mpmath.diffs(g, mpmath.mpf(x), 10)]
     scale = max(abs(v) for v in ref)
-    close(ours, ref, rtol=1e-11, atol=1e-13 * scale)
+    assert_close(ours, ref, rtol=1e-11, atol=1e-13 * scale)
     series = nd.taylor_series(f, 10)(x)
-    close(series, [v / math.factorial(k) for k, v in enumerate(ref)], rtol=1e-11,
+    assert_close(series, [v / math.factorial(k) for k, v in enumerate(ref)], rtol=1e-11,
           atol=1e-13 * max(abs(v / math.factorial(k)) for k, v in enumerate(ref)))
 
 
@@ -126,7 +126,7 @@ def test_recurrences_agree_with_the_ode_rule_from_partials():
             generic = nd.derivatives(fn, 8)(x0)
         finally:
             taylor.RULES[name] = rule
-        close(nd.derivatives(fn, 8)(x0), generic, rtol=1e-12)
+        assert_close(nd.derivatives(fn, 8)(x0), generic, rtol=1e-12)
 
 
 def test_jet_follows_jax_convention():
@@ -146,8 +146,8 @@ def test_jet_follows_jax_convention():
             ours, theirs = (lambda x: nd.atan2(x, 0.3)), (lambda x: jnp.arctan2(x, 0.3))
         p, s = nd.jet(ours, (0.4,), (series,))
         jp, js = jjet(theirs, (0.4,), (series,))
-        close(p, jp, rtol=1e-13)
-        close(s, js, rtol=1e-10)
+        assert_close(p, jp, rtol=1e-13)
+        assert_close(s, js, rtol=1e-10)
 
 
 rng = np.random.default_rng(16)
@@ -167,31 +167,31 @@ def test_arrays_against_jax():
     from jax.experimental.jet import jet as jjet
     p, s = nd.jet(net, (X0,), ((V1, V2, V3),))
     jp, js = jjet(lambda x: net(x, jax.numpy), (X0,), ((V1, V2, V3),))
-    close(p, jp, rtol=1e-13)
-    close(s, js, rtol=1e-10)
+    assert_close(p, jp, rtol=1e-13)
+    assert_close(s, js, rtol=1e-10)
     # an array output: elementwise, matmul, reshape, transpose, concatenate, where, indexing
     g = lambda x, np=anp: np.concatenate([np.reshape(np.outer(x, x), (-1,))[::3], np.where(x > 0, x, np.exp(x)),
                                           (A @ np.sin(x)).T, np.cumsum(x) / np.sum(x * x)])
     p, s = nd.jet(g, (X0,), ((V1, V2),))
     jp, js = jjet(lambda x: g(x, jax.numpy), (X0,), ((V1, V2),))
-    close(p, jp, rtol=1e-13)
-    close(s, js, rtol=1e-10)
+    assert_close(p, jp, rtol=1e-13)
+    assert_close(s, js, rtol=1e-10)
 
 
 def test_directional_derivatives_of_an_array_function():
     g = lambda x: net(x) + anp.prod(x[1:3] ** 2) * anp.max(x) + anp.sum(anp.arctan(x))
     ours = nd.derivatives(g, 5)(X0, V1)
     ref = nested(lambda t: g(X0 + t * V1), 5)(0.0)
-    close(ours, ref, rtol=1e-11)
+    assert_close(ours, ref, rtol=1e-11)
     # linear algebra primitives through the ODE rule from their jvps
     M = rng.normal(size=(3, 3)) + 3 * np.eye(3)
     h = lambda t: anp.linalg.det(M + t * A[:, :3]) + anp.sum(anp.linalg.inv(M + t * A[:, :3]))
-    close(nd.derivatives(h, 4)(0.0), nested(h, 4)(0.0), rtol=1e-11)
+    assert_close(nd.derivatives(h, 4)(0.0), nested(h, 4)(0.0), rtol=1e-11)
     S, B = M @ M.T, A[:, :3] + A[:, :3].T
     for g in (lambda t: anp.linalg.eigh(S + t * B)[1][0, 0], lambda t: anp.linalg.svd(M + t * B)[0][1, 2],
               lambda t: anp.linalg.slogdet(S + t * B)[1], lambda t: anp.linalg.cholesky(S + t * B)[2, 1],
               lambda t: anp.linalg.pinv(M + t * B)[0, 1], lambda t: anp.linalg.solve(M + t * B, X0[:3])[1]):
-        close(nd.derivatives(g, 3)(0.3), nested(g, 3)(0.3), rtol=1e-10, atol=1e-12)
+        assert_close(nd.derivatives(g, 3)(0.3), nested(g, 3)(0.3), rtol=1e-10, atol=1e-12)
 
 
 def test_structures_in_and_out():
@@ -200,8 +200,8 @@ def test_structures_in_and_out():
     prim, series = nd.jet(f, ({'u': 1.5, 'v': 0.2}, 2.0), (({'u': 1.0, 'v': 0.0}, {'u': 0.0, 'v': 0.0}),
                                                             (0.5, 1.0)))
     assert prim == {'a': 1.5 * math.sin(0.2), 'b': [4.0, 3.0]}
-    close(series['a'], [math.sin(0.2), 0.0], rtol=1e-15)
-    close(series['b'][0], [2.0, 2 * (0.25 + 2.0)], rtol=1e-15)     # (y^2)'' = 2 y'^2 + 2 y y''
+    assert_close(series['a'], [math.sin(0.2), 0.0], rtol=1e-15)
+    assert_close(series['b'][0], [2.0, 2 * (0.25 + 2.0)], rtol=1e-15)     # (y^2)'' = 2 y'^2 + 2 y y''
     assert series['b'][1] == [0.0, 0.0]
     out = nd.derivatives(lambda x: (nd.exp(x), [x * x]), 2)(1.0)
     assert out[2][0] == math.exp(1.0) and out[2][1] == [2.0]
@@ -219,8 +219,8 @@ def test_user_primitives_get_rules_from_partials_and_jvps():
     cube.defjvp(lambda t, x, out: 3.0 * x * x * t)
 
     ref = [float(v) for v in mpmath.diffs(lambda x: mpmath.log(1 + mpmath.exp(x)), 0.3, 8)]
-    close(nd.derivatives(softplus, 8)(0.3), ref, rtol=1e-11)
-    close(nd.derivatives(lambda x: cube(nd.sin(x)), 6)(0.3), nested(lambda x: nd.sin(x) ** 3, 6)(0.3),
+    assert_close(nd.derivatives(softplus, 8)(0.3), ref, rtol=1e-11)
+    assert_close(nd.derivatives(lambda x: cube(nd.sin(x)), 6)(0.3), nested(lambda x: nd.sin(x) ** 3, 6)(0.3),
           rtol=1e-12)
 
 
@@ -229,63 +229,63 @@ def test_nesting_with_every_operator():
     # jet inside derivative: d/da of the 4th derivative of t -> f(a t)
     d = nd.derivative(lambda a: nd.derivatives(lambda t: f(a * t), 4)(0.3)[4])(1.2)
     ref = nd.derivative(lambda a: nested(lambda t: f(a * t), 4)(0.3)[4])(1.2)
-    close(d, ref, rtol=1e-12)
+    assert_close(d, ref, rtol=1e-12)
     # derivative inside jet (no perturbation confusion: the inner derivative closes over x)
-    close(nd.derivatives(lambda x: x * nd.derivative(lambda y: x * y)(1.0), 2)(3.0), [9.0, 6.0, 2.0],
+    assert_close(nd.derivatives(lambda x: x * nd.derivative(lambda y: x * y)(1.0), 2)(3.0), [9.0, 6.0, 2.0],
           rtol=0)
-    close(nd.derivatives(nd.derivative(f), 4)(0.3), nested(f, 5)(0.3)[1:], rtol=1e-12)
+    assert_close(nd.derivatives(nd.derivative(f), 4)(0.3), nested(f, 5)(0.3)[1:], rtol=1e-12)
     # gradient_r of a jet output (a Laplacian-style loss), against JAX
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     from jax.experimental.jet import jet as jjet
     g = nd.gradient_r(lambda x: nd.jet(net, (x,), ((V1, V2, V3),))[1][2])(X0)
     jg = jax.grad(lambda x: jjet(lambda x: net(x, jax.numpy), (x,), ((V1, V2, V3),))[1][2])(X0)
-    close(g, jg, rtol=1e-10)
+    assert_close(g, jg, rtol=1e-10)
     # jet of gradient_r
     p, s = nd.jet(nd.gradient_r(net), (X0,), ((V1, V2),))
     jp, js = jjet(jax.grad(lambda x: net(x, jax.numpy)), (X0,), ((V1, V2),))
-    close(s, js, rtol=1e-10)
+    assert_close(s, js, rtol=1e-10)
     # vmap of jet, jet of vmap
     Xs = rng.normal(size=(5, 4))
     third = lambda x: nd.jet(net, (x,), ((V1, V2, V3),))[1][2]
-    close(nd.vmap(third)(Xs), [third(x) for x in Xs], rtol=1e-12)
+    assert_close(nd.vmap(third)(Xs), [third(x) for x in Xs], rtol=1e-12)
     p, s = nd.jet(nd.vmap(net), (Xs,), ((np.ones((5, 4)), Xs),))
     for i, x in enumerate(Xs):
-        close([s[0][i], s[1][i]], nd.jet(net, (x,), ((np.ones(4), x),))[1], rtol=1e-12)
+        assert_close([s[0][i], s[1][i]], nd.jet(net, (x,), ((np.ones(4), x),))[1], rtol=1e-12)
     # jet of jet: the mixed derivative d^2/ds dt of f(x + s + t) is f''
     inner = lambda x: nd.jet(f, (x,), ((1.0,),))[1][0]
-    close(nd.derivatives(inner, 3)(0.3), nested(f, 4)(0.3)[1:], rtol=1e-12)
+    assert_close(nd.derivatives(inner, 3)(0.3), nested(f, 4)(0.3)[1:], rtol=1e-12)
 
 
 def test_staged_jets_and_jets_of_staged_functions():
     f = lambda x: nd.sin(x) * nd.exp(x) / (1.0 + x * x)
     staged = nd.stage(nd.derivatives(f, 8))
     for x in (0.7, -0.3):
-        close(staged(x), nd.derivatives(f, 8)(x), rtol=1e-14)
-    close(nd.derivatives(nd.stage(f), 5)(0.7), nd.derivatives(f, 5)(0.7), rtol=1e-14)
+        assert_close(staged(x), nd.derivatives(f, 8)(x), rtol=1e-14)
+    assert_close(nd.derivatives(nd.stage(f), 5)(0.7), nd.derivatives(f, 5)(0.7), rtol=1e-14)
 
 
 def test_control_operators_under_jet():
     loop = lambda x: nd.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * nd.sin(x)), (0, 1.0))[1]
     ref = nd.derivatives(lambda x: nd.sin(x) ** 3, 5)(0.5)
-    close(nd.derivatives(loop, 5)(0.5), ref, rtol=1e-13)
-    close(nd.stage(nd.derivatives(loop, 5))(0.5), ref, rtol=1e-13)
+    assert_close(nd.derivatives(loop, 5)(0.5), ref, rtol=1e-13)
+    assert_close(nd.stage(nd.derivatives(loop, 5))(0.5), ref, rtol=1e-13)
     g = lambda x: nd.checkpoint(lambda y: nd.sin(y) * y)(x)
-    close(nd.derivatives(g, 4)(0.5), nested(lambda y: nd.sin(y) * y, 4)(0.5), rtol=1e-12)
-    close(nd.derivatives(lambda x: nd.stop_gradient(x) * x, 3)(2.0), [4.0, 2.0, 0.0, 0.0], rtol=0)
+    assert_close(nd.derivatives(g, 4)(0.5), nested(lambda y: nd.sin(y) * y, 4)(0.5), rtol=1e-12)
+    assert_close(nd.derivatives(lambda x: nd.stop_gradient(x) * x, 3)(2.0), [4.0, 2.0, 0.0, 0.0], rtol=0)
 
 
 def test_fixed_point_under_jet_gives_every_order():
     newton_sqrt = lambda x: nd.fixed_point(lambda z, a: 0.5 * (z + a / z), 1.0, x)
-    close(nd.derivatives(newton_sqrt, 8)(2.0), nd.derivatives(nd.sqrt, 8)(2.0), rtol=1e-13)
-    close(nd.stage(nd.derivatives(newton_sqrt, 4))(3.0), nd.derivatives(nd.sqrt, 4)(3.0), rtol=1e-13)
-    close(nd.gradient_r(lambda x: nd.derivatives(newton_sqrt, 3)(x)[3])(2.0),
+    assert_close(nd.derivatives(newton_sqrt, 8)(2.0), nd.derivatives(nd.sqrt, 8)(2.0), rtol=1e-13)
+    assert_close(nd.stage(nd.derivatives(newton_sqrt, 4))(3.0), nd.derivatives(nd.sqrt, 4)(3.0), rtol=1e-13)
+    assert_close(nd.gradient_r(lambda x: nd.derivatives(newton_sqrt, 3)(x)[3])(2.0),
           nd.derivatives(nd.sqrt, 4)(2.0)[4], rtol=1e-13)
-    close(nd.derivatives(nd.derivative(newton_sqrt), 3)(2.0), nd.derivatives(nd.sqrt, 4)(2.0)[1:],
+    assert_close(nd.derivatives(nd.derivative(newton_sqrt), 3)(2.0), nd.derivatives(nd.sqrt, 4)(2.0)[1:],
           rtol=1e-13)
     M = np.array([[0.3, 0.1], [0.2, 0.4]])
     g = lambda x: anp.sum(nd.fixed_point(lambda z, a: anp.tanh(M @ z) * a + 1.0, np.zeros(2), x) ** 2)
-    close(nd.derivatives(g, 3)(0.7), nested(g, 3)(0.7), rtol=1e-9)
+    assert_close(nd.derivatives(g, 3)(0.7), nested(g, 3)(0.7), rtol=1e-9)
 
 
 @pytest.mark.parametrize("g", [
@@ -319,14 +319,14 @@ def test_jets_with_batched_tangents_hessian_and_jacobian_f():
     h = nd.hessian(lambda x: nd.jet(f, (x,), ((v, v),))[1][1])(x0)     # f''[v, v] + f'[v]
     ref = nd.hessian(lambda x: nd.derivative(nd.derivative(lambda t: f(x + t * v)))(0.0)
                      + nd.derivative(lambda t: f(x + t * v))(0.0))(x0)
-    close(h, ref, rtol=1e-10, atol=1e-12)
+    assert_close(h, ref, rtol=1e-10, atol=1e-12)
     _, s = nd.jet(nd.hessian(f), (x0,), ((v, v),))
     H = nd.hessian(f)
-    close(s[0], nd.derivative(lambda t: H(x0 + t * v))(0.0), rtol=1e-12, atol=1e-14)
-    close(s[1], nd.derivative(nd.derivative(lambda t: H(x0 + t * v + t * t / 2 * v)))(0.0),
+    assert_close(s[0], nd.derivative(lambda t: H(x0 + t * v))(0.0), rtol=1e-12, atol=1e-14)
+    assert_close(s[1], nd.derivative(nd.derivative(lambda t: H(x0 + t * v + t * t / 2 * v)))(0.0),
           rtol=1e-11, atol=1e-13)
     J = nd.jacobian_f(lambda x: nd.jet(lambda y: anp.sin(A[:, :3] @ y), (x,), ((v,),))[1][0])(x0)
-    close(J, nd.jacobian_f(lambda x: nd.derivative(lambda t: anp.sin(A[:, :3] @ (x + t * v)))(0.0))(x0),
+    assert_close(J, nd.jacobian_f(lambda x: nd.derivative(lambda t: anp.sin(A[:, :3] @ (x + t * v)))(0.0))(x0),
           rtol=1e-13)
 
 

@@ -747,7 +747,7 @@ def test_known_limit_erfcx_derivatives_of_high_order():
     f = lambda t: st.norm.logcdf(-15.0 + t)
     with mpmath.workdps(60):
         ref = mp_diffs(lambda s: [mpmath.log(mpmath.ncdf(-15 + s))])
-    compare(np.array([flat(d) for d in nd.derivatives(f, ORDER)(0.0)]), ref, 1e-9, "norm.logcdf at -15")
+    assert_agrees(np.array([flat(d) for d in nd.derivatives(f, ORDER)(0.0)]), ref, 1e-9, "norm.logcdf at -15")
 _stats('scipy.stats.t.logpdf', st.t.logpdf, _mp_t_logpdf, ([0.3, -4.0, 60.0], D([0] * 3)),
        ([3.0, 0.7, 30.0], 0.2 * D([0] * 3)), ([0.5, -1.0, 0.1], -0.3 * D([0] * 3)), ([1.3, 0.5, 2.0], 0.2 * D([0] * 3)))
 # t.cdf: along x alone its derivatives are the density's (mpmath's hypergeometric cdf under
@@ -824,7 +824,7 @@ def nested_derivatives(f, k, t0):
     return np.array([flat(g(t0)) for g in fs])
 
 
-def compare(ours, ref, rtol, what, zero=1e-100):
+def assert_agrees(ours, ref, rtol, what, zero=1e-100):
     """Row k (order k) within rtol of the reference, relative to the row's largest entry
     for entries smaller than it (cancellation inside a row is not the rule's error); below
     ``zero`` both are zero (mpmath's noise around an exact zero grows with the order,
@@ -846,12 +846,12 @@ def test_primitive_under_taylor_mode(qualname, i):
         ours = np.array([flat(d) for d in nd.derivatives(c.f, ORDER)(0.0)])
     if c.taylor_applies:
         assert qualname in seen, f"the case did not apply {qualname} to a jet: {sorted(seen)}"
-    compare(ours[:c.nested_order + 1], nested_derivatives(c.f, c.nested_order, 0.0), c.nested_rtol,
+    assert_agrees(ours[:c.nested_order + 1], nested_derivatives(c.f, c.nested_order, 0.0), c.nested_rtol,
             f"{qualname} against nested derivative", c.zero)
     if c.ref is not None:
         with mpmath.workdps(60):    # (whatever precision an earlier test left: mpf(x) rounds to it)
             ref = c.ref()
-        compare(ours, ref, c.rtol, f"{qualname} against the reference", c.zero)
+        assert_agrees(ours, ref, c.rtol, f"{qualname} against the reference", c.zero)
 
 
 JAX_IDS = [(q, i) for q, i in IDS if CASES[q][i].jax is not None]
@@ -867,6 +867,6 @@ def test_primitive_against_jax_jet(qualname, i):
     series = (1.0,) + (0.0,) * (K - 1)
     p, s = nd.jet(c.f, (0.0,), (series,))
     jp, js = jjet(lambda t: c.jax(jax.numpy, t), (0.0,), (series,))
-    compare(np.array([flat(p)] + [flat(v) for v in s]),
+    assert_agrees(np.array([flat(p)] + [flat(v) for v in s]),
             np.array([flat(np.asarray(jp))] + [flat(np.asarray(v)) for v in js]), c.jax_rtol,
             f"{qualname} against JAX's jet")
