@@ -99,7 +99,6 @@ class Taylor(Interpretation):
     """Taylor mode: the result's coefficients from the arguments' by ``prim``'s rule."""
     __slots__ = ()
     name = 'taylor'
-    runs_functions = True       # checkpoint, staged functions, loops: run on the jets
 
     def process(self, prim, top, args, carried, primals, params):
         if prim.__class__ is FunctionOp:
