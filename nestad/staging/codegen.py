@@ -142,6 +142,7 @@ class _Emitter:
         inlined, const, quick = self.inlined, self.const, self.quick
         pieces = self.piece is not None and indent == 4
         alive, start = self.alive, len(lines)
+        counted, chars = start, 0   # (pieces: lines measured, and their characters)
         for k, eqn in enumerate(eqns):
             op = eqn.op
             q = quick.get(op, False)
@@ -170,9 +171,13 @@ class _Emitter:
                     names[out] = expr
                     inlined[out] = level
                     continue
-                if pieces and len(lines) - start >= self.piece:
-                    start = len(lines)
-                    self.cuts.append((start, list(dict.fromkeys(alive.values()))))
+                if pieces:
+                    if len(lines) > counted:
+                        chars += sum(map(len, lines[counted:]))
+                        counted = len(lines)
+                    if counted - start >= self.piece or chars >= PIECE_CHARS:
+                        start, chars = counted, 0
+                        self.cuts.append((start, list(dict.fromkeys(alive.values()))))
                 gone = release.get(k)
                 if gone:
                     self.release(gone, pieces)
@@ -185,9 +190,13 @@ class _Emitter:
                 names[id(eqn.outs[0])] = expression(eqn)
                 inlined[id(eqn.outs[0])] = _shape(self.templates[op])[0]
                 continue
-            if pieces and len(lines) - start >= self.piece:
-                start = len(lines)          # a new piece: it gets the live variables
-                self.cuts.append((start, list(dict.fromkeys(alive.values()))))
+            if pieces:                      # a new piece (it gets the live variables)
+                if len(lines) > counted:    # after PIECE_LINES lines or PIECE_CHARS
+                    chars += sum(map(len, lines[counted:]))
+                    counted = len(lines)
+                if counted - start >= self.piece or chars >= PIECE_CHARS:
+                    start, chars = counted, 0
+                    self.cuts.append((start, list(dict.fromkeys(alive.values()))))
             if op is GUARD:
                 test = self.arg(eqn.args[0])
                 cond = f"not {test}" if eqn.params['expect'] else test
@@ -440,7 +449,11 @@ def _may_raise(spelling):
     return not isinstance(spelling, str) or 'math.' in spelling or spelling.startswith('1.0 /')
 
 
-PIECE_LINES = 1000      # a function longer than this is compiled in pieces (see python_sources)
+# A function longer than this is compiled in pieces (see python_sources): compile()
+# needs about 100 bytes per character of source (its tokens and syntax tree), so a
+# piece is also cut after PIECE_CHARS characters (about 2 MB to compile it).
+PIECE_LINES = 1000
+PIECE_CHARS = 20_000
 
 
 def python_source(program, name="staged", safe=False, glb=None, backend='python'):
@@ -488,9 +501,10 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
         back = f"    return {ret}" if gives is None else \
             f"    return ({''.join(g + ', ' for g in gives)})"
         sources.append("\n".join([f"def {fn}({', '.join(takes)}):"] + body[begin:end] + [back]))
-        call = f"{fn}({', '.join(takes)})"
-        calls.append(f"    return {call}" if gives is None else
-                     f"    {''.join(g + ', ' for g in gives) or '_ = '}{'= ' if gives else ''}{call}")
+        # (each piece returns the variables the next one takes, in its order: the calls
+        # pass them on as a tuple, and the caller stays a few short lines to compile)
+        call = f"{fn}({', '.join(takes)})" if j == 0 else f"{fn}(*_s)"
+        calls.append(f"    return {call}" if gives is None else f"    _s = {call}")
     sources.append("\n".join([f"def {name}({', '.join(params)}):"] + calls))
     return sources, em.globals
 
