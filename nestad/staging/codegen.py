@@ -401,8 +401,16 @@ def _shape(emit):
     return shape
 
 
+# (compiled when imported: compiling them on first use was a fixed cost of the first
+# staged function, as long as an eager gradient of 1,000 operations)
+_BINARY_TEMPLATE = re.compile(r'(\{\d\}|[\w.]+) (\S+) (\{\d\}|[\w.]+)')
+_NEGATION = re.compile(r'-\{0\}')
+_CALL = re.compile(r'[A-Za-z_][\w.]*\((.*)\)')
+_CALL_ARGUMENT = re.compile(r'\{\d\}|\w+=\{\w+\}|[\w.]+')
+
+
 def _parse_shape(emit):
-    m = re.fullmatch(r'(\{\d\}|[\w.]+) (\S+) (\{\d\}|[\w.]+)', emit)
+    m = _BINARY_TEMPLATE.fullmatch(emit)
     if m:
         left, o, right = m.groups()
         if o in _BINARY or o in _COMPARE:
@@ -413,11 +421,11 @@ def _parse_shape(emit):
                     needs[int(side[1])] = need
             return level, tuple(needs)
         return 0, (_ATOM,) * 8
-    if re.fullmatch(r'-\{0\}', emit):
+    if _NEGATION.fullmatch(emit):
         return 11, (11,) + (_ATOM,) * 7
-    m = re.fullmatch(r'[A-Za-z_][\w.]*\((.*)\)', emit)
+    m = _CALL.fullmatch(emit)
     if m and _balanced(m.group(1)) and all(
-            re.fullmatch(r'\{\d\}|\w+=\{\w+\}|[\w.]+', part.strip())
+            _CALL_ARGUMENT.fullmatch(part.strip())
             for part in m.group(1).split(',')):
         return _ATOM, _ANYWHERE          # a call whose arguments are the values
     return 0, (_ATOM,) * 8
