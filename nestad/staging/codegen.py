@@ -24,6 +24,7 @@ from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
 _DEPTH = 8              # inlined expressions nest at most this deep
+_INF = math.inf
 
 
 class _Emitter:
@@ -161,6 +162,8 @@ class _Emitter:
                         p = inlined.get(i)
                         if p is not None and p < needs[j]:
                             code = f"({code})"
+                    elif a.__class__ is float and 0.0 < a < _INF:
+                        code = repr(a)          # (const's answer for most constants)
                     else:
                         code = const(a)
                     args.append(code)
