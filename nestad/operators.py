@@ -178,7 +178,9 @@ def _in_dtype(g, x):
         dt = _F64
     else:
         dt = getattr(v, 'dtype', None)
-    if dt is None or dt.kind != 'f' or np.result_type(primal_value(g)) == dt:
+    gv = primal_value(g)
+    # (a traced g knows its dtype: numpy's result_type would record a call, 100 us each)
+    if dt is None or dt.kind != 'f' or (gv.dtype if is_tracer(gv) else np.result_type(gv)) == dt:
         return g
     if isinstance(g, Perturbed) or is_tracer(g):     # (a staged gradient: the cast is recorded)
         return anp.astype(g, dt)

@@ -79,7 +79,7 @@ class Trace:
     a body must be valid in every iteration, not only the one it was traced at."""
 
     def __init__(self, parent=None, purpose=None):
-        self.eqns = []
+        self.eqns = []                  # Eqns, or tracers of compact ones (equations())
         self.cse = {}
         self.parent = parent
         self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
@@ -133,6 +133,20 @@ class Trace:
         if key is not None:
             self.cse[key] = out
         return out
+
+    def equations(self):
+        """The equations recorded, in order, as ``Eqn``s, once recording is done.  The
+        scalar path (``apply_traced``) keeps an equation compact, as its result's tracer
+        whose ``eqn`` is the tuple ``(op, *args)`` (which is also its CSE key): about 180
+        bytes less per equation while tracing, when the trace and the reverse tape are
+        both alive.  Each is replaced in place, so its tracer goes as its Eqn comes."""
+        eqns = self.eqns
+        for k, e in enumerate(eqns):
+            if e.__class__ is Tracer:
+                r = e.eqn
+                e.eqn = eqns[k] = r if r.__class__ is Eqn else \
+                    Eqn(r[0], r[1:], _NO_PARAMS, (e.var,))
+        return eqns
 
     def record_scalar(self, op, args, val):
         """``record`` for the common case, kept lean (it runs once per scalar operation
@@ -531,22 +545,89 @@ def apply_traced(op, args, params):
         # primitive on scalar tracers of the active trace and plain numbers.
         stack = getattr(_state, 'stack', None)
         t = stack[-1] if stack else None
-        vals = []
-        for a in args:
+        if len(args) == 2:
+            # (two arguments, most operations: record_scalar's work written out here,
+            # since tracing runs it once per operation)
+            a, b = args
             c = a.__class__
-            if c is Tracer:
-                if a.trace is not t:
-                    break
-                vals.append(a.val)
+            if c is Tracer and a.trace is t:
+                va = a.val
+                a = ka = a.var
             elif c is float or c is int:
-                vals.append(a)
+                va = a
+                ka = a if c is float and a and a == a else _const_key(a)
             else:
-                break
+                t = None
+            c = b.__class__
+            if c is Tracer and b.trace is t:
+                vb = b.val
+                b = kb = b.var
+            elif c is float or c is int:
+                vb = b
+                kb = b if c is float and b and b == b else _const_key(b)
+            else:
+                t = None
+            if t is not None:
+                val = op.plain(va, vb)
+                c = val.__class__
+                if c is float or c is int or c is bool:
+                    simplify = SIMPLIFY.get(op)
+                    if simplify is not None:
+                        same = simplify(*args)
+                        if same is not None:
+                            return same
+                    # The equation is kept compact, as (op, a, b) in its tracer (which
+                    # ``t.eqns`` holds: ``Trace.equations``); where the arguments are
+                    # their own keys (variables, most floats) that tuple is the CSE key.
+                    rec = (op, a, b)
+                    key = rec if ka is a and kb is b else (op, ka, kb)
+                    cse = t.cse
+                    hit = cse.get(key)
+                    if hit is not None:
+                        return hit
+                    var = Var((), _FLOAT64, True) if c is float else Var(*_aval(val))
+                    out = Tracer(t, var, val, rec)
+                    t.eqns.append(out)
+                    cse[key] = out
+                    return out
+        elif len(args) == 1:
+            a = args[0]
+            if a.__class__ is Tracer and a.trace is t:
+                val = op.plain(a.val)
+                c = val.__class__
+                if c is float or c is int or c is bool:
+                    simplify = SIMPLIFY.get(op)
+                    if simplify is not None:
+                        same = simplify(a)
+                        if same is not None:
+                            return same
+                    key = (op, a.var)           # (compact, as above)
+                    cse = t.cse
+                    hit = cse.get(key)
+                    if hit is not None:
+                        return hit
+                    var = Var((), _FLOAT64, True) if c is float else Var(*_aval(val))
+                    out = Tracer(t, var, val, key)
+                    t.eqns.append(out)
+                    cse[key] = out
+                    return out
         else:
-            val = op.plain(*vals)
-            c = val.__class__
-            if c is float or c is int or c is bool:
-                return t.record_scalar(op, args, val)
+            vals = []
+            for a in args:
+                c = a.__class__
+                if c is Tracer:
+                    if a.trace is not t:
+                        break
+                    vals.append(a.val)
+                elif c is float or c is int:
+                    vals.append(a)
+                else:
+                    break
+            else:
+                val = op.plain(*vals)
+                c = val.__class__
+                if c is float or c is int or c is bool:
+                    return t.record_scalar(op, args, val)
     trace, args = resolve(args)
     vals = [a.val if isinstance(a, _TRACERS) else a for a in args]
     val = op.plain(*vals, **params)
@@ -608,7 +689,12 @@ UFUNC_PRIMITIVES = {}
 
 def producer(x):
     """The equation that computed tracer ``x`` (None for an input)."""
-    return x.eqn if isinstance(x, _TRACERS) else None
+    if not isinstance(x, _TRACERS):
+        return None
+    e = x.eqn
+    if e.__class__ is tuple:             # (recorded compact: Trace.equations)
+        e = x.eqn = Eqn(e[0], e[1:], _NO_PARAMS, (x.var,))
+    return e
 
 
 def _array_function(self, func, types, args, kwargs):

@@ -24,6 +24,7 @@ from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
 _DEPTH = 8              # inlined expressions nest at most this deep
+_INF = math.inf
 
 
 class _Emitter:
@@ -37,6 +38,7 @@ class _Emitter:
         self.free = []          # names of variables no longer needed, to reuse
         self.inlined = {}       # id(var) -> precedence of its expression, written inline
         self.templates = {}     # op -> the template spelling it, or None
+        self.quick = {}         # op -> emit_eqns' short way to spell it (_quick), or None
         self.piece = None       # lines per piece of a long function (None: one function)
         self.alive = {}         # (pieces) top-level variable -> its name, while it is live
         self.cuts = []          # (pieces) (line where a piece starts, names live there)
@@ -138,24 +140,74 @@ class _Emitter:
         eqns = accumulate(eqns, keep)
         inline, release = self._plan(eqns, keep)
         names, lines, expression, fresh = self.names, self.lines, self.expression, self.fresh
+        inlined, const, quick = self.inlined, self.const, self.quick
         pieces = self.piece is not None and indent == 4
         alive, start = self.alive, len(lines)
+        counted, chars = start, 0   # (pieces: lines measured, and their characters)
         for k, eqn in enumerate(eqns):
+            op = eqn.op
+            q = quick.get(op, False)
+            if q is False:
+                q = quick[op] = self._quick(op)
+            if q is not None and not eqn.params and eqn.tree is None:
+                # The common equation (an operator or math call on scalars): expression's
+                # work, written out here since it runs once per equation.
+                template, level, needs = q
+                args = []
+                j = 0
+                for a in eqn.args:
+                    if a.__class__ is Var:
+                        i = id(a)
+                        code = names[i]
+                        p = inlined.get(i)
+                        if p is not None and p < needs[j]:
+                            code = f"({code})"
+                    elif a.__class__ is float and 0.0 < a < _INF:
+                        code = repr(a)          # (const's answer for most constants)
+                    else:
+                        code = const(a)
+                    args.append(code)
+                    j += 1
+                expr = template.format(*args)
+                out = id(eqn.outs[0])
+                if inline[k]:
+                    names[out] = expr
+                    inlined[out] = level
+                    continue
+                if pieces:
+                    if len(lines) > counted:
+                        chars += sum(map(len, lines[counted:]))
+                        counted = len(lines)
+                    if counted - start >= self.piece or chars >= PIECE_CHARS:
+                        start, chars = counted, 0
+                        self.cuts.append((start, list(dict.fromkeys(alive.values()))))
+                gone = release.get(k)
+                if gone:
+                    self.release(gone, pieces)
+                target = names[out] = fresh()
+                if pieces:
+                    alive[eqn.outs[0]] = target
+                lines.append(f"{pad}{target} = {expr}")
+                continue
             if inline[k]:
                 names[id(eqn.outs[0])] = expression(eqn)
-                self.inlined[id(eqn.outs[0])] = _shape(self.templates[eqn.op])[0]
+                inlined[id(eqn.outs[0])] = _shape(self.templates[op])[0]
                 continue
-            if pieces and len(lines) - start >= self.piece:
-                start = len(lines)          # a new piece: it gets the live variables
-                self.cuts.append((start, list(dict.fromkeys(alive.values()))))
-            if eqn.op is GUARD:
+            if pieces:                      # a new piece (it gets the live variables)
+                if len(lines) > counted:    # after PIECE_LINES lines or PIECE_CHARS
+                    chars += sum(map(len, lines[counted:]))
+                    counted = len(lines)
+                if counted - start >= self.piece or chars >= PIECE_CHARS:
+                    start, chars = counted, 0
+                    self.cuts.append((start, list(dict.fromkeys(alive.values()))))
+            if op is GUARD:
                 test = self.arg(eqn.args[0])
                 cond = f"not {test}" if eqn.params['expect'] else test
                 site = eqn.params.get('site')
                 lines.append(f"{pad}if {cond}: raise _GuardFailure({k}, {site!r})")
                 self.release(release.get(k), pieces)
                 continue
-            custom = getattr(eqn.op, 'emit_lines', None)
+            custom = getattr(op, 'emit_lines', None)
             if custom is not None:
                 custom(self, eqn, indent)
                 self.release(release.get(k), pieces)
@@ -181,6 +233,21 @@ class _Emitter:
                     expr = f"{self.bind(_leaves, 'leaves')}({expr})"     # nested results
             lines.append(f"{pad}{target} = {expr}")
 
+    def _quick(self, op):
+        """(template, its level, the levels its arguments need) for an op spelled by a
+        template string of its arguments alone (no parameters, no lines of its own); else
+        None: ``expression`` spells it."""
+        if op is GUARD or getattr(op, 'emit_lines', None) is not None:
+            return None
+        template = self.templates.get(op, False)
+        if template is False:
+            template = self.templates[op] = self._template(op)
+        if template.__class__ is not str or '{' in template.replace('{0}', '').replace(
+                '{1}', '').replace('{2}', '').replace('{3}', ''):
+            return None
+        level, needs = _shape(template)
+        return template, level, needs
+
     def _plan(self, eqns, keep):
         """(inline, release): for each equation, whether its value is written inside its
         one reader's expression rather than on a line of its own; and, for each line,
@@ -195,22 +262,28 @@ class _Emitter:
         raises.  A variable read by an inlined expression lives until the line that
         computes that expression."""
         n = len(eqns)
-        uses, reader = {}, {}        # (variables as keys: they hash by identity)
+        # (It runs once per equation: ops' properties are looked up once per op, in
+        # ``frees`` and ``spelled``.)
+        reader = {}                  # variable -> its one reader, or -1 if read elsewhere too
+        frees = {}                   # op -> its free_vars, or None
         for k, eqn in enumerate(eqns):
             for a in eqn.args:
                 if a.__class__ is Var:
-                    uses[a] = uses.get(a, 0) + 1
-                    reader[a] = k
-            free = getattr(eqn.op, 'free_vars', None)
+                    reader[a] = k if a not in reader else -1
+            op = eqn.op
+            free = frees.get(op, False)
+            if free is False:
+                free = frees[op] = getattr(op, 'free_vars', None)
             if free is not None:
                 for v in free(eqn):
-                    uses[v] = 2                 # (read by a loop: a line of its own)
+                    reader[v] = -1              # (read by a loop: a line of its own)
         for v in keep:
-            uses[v] = 2
+            reader[v] = -1
         inline = [False] * n
         into = [0] * n               # for an inlined equation, the one it is written in
         depth = {}                   # inlined variable -> how deep its expression nests
         spelled = {}                 # op -> may its expression be written inline
+        takes = {}                   # op -> may an expression be written inside its own
         for k, eqn in enumerate(eqns):
             op = eqn.op
             ok = spelled.get(op)
@@ -219,7 +292,8 @@ class _Emitter:
             if not ok or eqn.tree is not None:
                 continue
             out = eqn.outs[0]
-            if not out.scalar or uses.get(out) != 1:
+            r = reader.get(out, -1)
+            if r < 0 or not out.scalar:
                 continue
             d = 0
             for a in eqn.args:
@@ -229,9 +303,11 @@ class _Emitter:
                         d = e
             if d >= _DEPTH:          # this one is a line: its inlined arguments stay
                 continue
-            r = reader[out]
             ro = eqns[r].op
-            if ro is GUARD or getattr(ro, 'emit_lines', None) is not None:
+            ok = takes.get(ro)
+            if ok is None:
+                ok = takes[ro] = ro is not GUARD and getattr(ro, 'emit_lines', None) is None
+            if not ok:
                 continue
             inline[k] = True
             into[k] = r
@@ -246,7 +322,7 @@ class _Emitter:
                 line = at[k] = at[into[k]]
             else:
                 line = k
-                free = getattr(eqn.op, 'free_vars', None)
+                free = frees[eqn.op]
                 if free is not None:
                     for v in free(eqn):
                         if last.get(v, -1) < k:
@@ -328,8 +404,16 @@ def _shape(emit):
     return shape
 
 
+# (compiled when imported: compiling them on first use was a fixed cost of the first
+# staged function, as long as an eager gradient of 1,000 operations)
+_BINARY_TEMPLATE = re.compile(r'(\{\d\}|[\w.]+) (\S+) (\{\d\}|[\w.]+)')
+_NEGATION = re.compile(r'-\{0\}')
+_CALL = re.compile(r'[A-Za-z_][\w.]*\((.*)\)')
+_CALL_ARGUMENT = re.compile(r'\{\d\}|\w+=\{\w+\}|[\w.]+')
+
+
 def _parse_shape(emit):
-    m = re.fullmatch(r'(\{\d\}|[\w.]+) (\S+) (\{\d\}|[\w.]+)', emit)
+    m = _BINARY_TEMPLATE.fullmatch(emit)
     if m:
         left, o, right = m.groups()
         if o in _BINARY or o in _COMPARE:
@@ -340,11 +424,11 @@ def _parse_shape(emit):
                     needs[int(side[1])] = need
             return level, tuple(needs)
         return 0, (_ATOM,) * 8
-    if re.fullmatch(r'-\{0\}', emit):
+    if _NEGATION.fullmatch(emit):
         return 11, (11,) + (_ATOM,) * 7
-    m = re.fullmatch(r'[A-Za-z_][\w.]*\((.*)\)', emit)
+    m = _CALL.fullmatch(emit)
     if m and _balanced(m.group(1)) and all(
-            re.fullmatch(r'\{\d\}|\w+=\{\w+\}|[\w.]+', part.strip())
+            _CALL_ARGUMENT.fullmatch(part.strip())
             for part in m.group(1).split(',')):
         return _ATOM, _ANYWHERE          # a call whose arguments are the values
     return 0, (_ATOM,) * 8
@@ -376,7 +460,11 @@ def _may_raise(spelling):
     return not isinstance(spelling, str) or 'math.' in spelling or spelling.startswith('1.0 /')
 
 
-PIECE_LINES = 1000      # a function longer than this is compiled in pieces (see python_sources)
+# A function longer than this is compiled in pieces (see python_sources): compile()
+# needs about 100 bytes per character of source (its tokens and syntax tree), so a
+# piece is also cut after PIECE_CHARS characters (about 2 MB to compile it).
+PIECE_LINES = 1000
+PIECE_CHARS = 20_000
 
 
 def python_source(program, name="staged", safe=False, glb=None, backend='python'):
@@ -424,9 +512,10 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
         back = f"    return {ret}" if gives is None else \
             f"    return ({''.join(g + ', ' for g in gives)})"
         sources.append("\n".join([f"def {fn}({', '.join(takes)}):"] + body[begin:end] + [back]))
-        call = f"{fn}({', '.join(takes)})"
-        calls.append(f"    return {call}" if gives is None else
-                     f"    {''.join(g + ', ' for g in gives) or '_ = '}{'= ' if gives else ''}{call}")
+        # (each piece returns the variables the next one takes, in its order: the calls
+        # pass them on as a tuple, and the caller stays a few short lines to compile)
+        call = f"{fn}({', '.join(takes)})" if j == 0 else f"{fn}(*_s)"
+        calls.append(f"    return {call}" if gives is None else f"    _s = {call}")
     sources.append("\n".join([f"def {name}({', '.join(params)}):"] + calls))
     return sources, em.globals
 

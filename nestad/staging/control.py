@@ -648,7 +648,7 @@ def _sub_program(outer, fn, vals, purpose, single=False):
         raise StagingError(f"internal error: {purpose} returned a perturbed value")
     outputs = [o.var if is_tracer(o) else o for o in outs]
     inputs = [x.var for x in ins] + [v for _, v in t.captures]
-    eqns, outputs = simplify(t.eqns, outputs)
+    eqns, outputs = simplify(t.equations(), outputs)
     prog = Program(inputs, eqns, outputs, None, None, None, _names(len(ins), len(t.captures)),
                    None)
     return prog, [p for p, _ in t.captures]

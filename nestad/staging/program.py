@@ -388,7 +388,8 @@ def simplify(eqns, outputs, checks=False):
     unused divisions that could raise (``remove_dead``), in a traced function's own
     code (not in loop bodies, whose unused state is pruned and shared)."""
     eqns = remove_dead(eqns, outputs, checks)
-    if not any(hasattr(e.op, 'prune') for e in eqns):
+    # (each op asked once: hasattr of a missing attribute raises inside, 1 us an equation)
+    if not any(hasattr(op, 'prune') for op in {id(e.op): e.op for e in eqns}.values()):
         return eqns, outputs
     return share(eqns, outputs)
 
@@ -398,17 +399,30 @@ def remove_dead(eqns, outputs, checks=False):
     whose op can drop the results nobody reads (``op.prune``: a loop's dead state
     slots) is replaced by the smaller one.  With ``checks``, unused equations that
     raise where eager code raises stay as checks (``_add_checks``)."""
-    live = {id(o) for o in outputs if isinstance(o, Var)}
+    # (Vars hash by identity: sets of them, not of their ids.  It runs once per
+    # equation recorded, so the common equation, one output and no sub-program, takes
+    # the short way; an op's ``prune`` and ``free_vars`` are looked up once per op.)
+    live = {o for o in outputs if o.__class__ is Var}
+    add = live.add
     kept = [None] * len(eqns)
+    plain = set()                 # ids of ops with neither prune nor free_vars
     for k in range(len(eqns) - 1, -1, -1):
         eqn = eqns[k]
-        if eqn.op is GUARD or any(id(v) in live for v in eqn.outs):
-            prune = getattr(eqn.op, 'prune', None)
+        op, outs = eqn.op, eqn.outs
+        if not (outs[0] in live if len(outs) == 1 else
+                op is GUARD or any(v in live for v in outs)):
+            continue
+        if id(op) not in plain:
+            prune = getattr(op, 'prune', None)
             if prune is not None:
-                eqn = prune(eqn, [id(v) in live for v in eqn.outs])
-            kept[k] = eqn
-            live.update(id(a) for a in eqn.args if isinstance(a, Var))
+                eqn = prune(eqn, [v in live for v in outs])
+            elif getattr(op, 'free_vars', None) is None:
+                plain.add(id(op))
             live.update(_inner_free_vars(eqn))
+        kept[k] = eqn
+        for a in eqn.args:
+            if a.__class__ is Var:
+                add(a)
     if checks and any(e.op in RAISES for e in eqns):
         _add_checks(eqns, kept)
     return [e for e in kept if e is not None]

@@ -14,6 +14,7 @@ is a constant of the program: every later call would reuse it.  Two things follo
   generator in ``f``'s closure or globals) are frozen into the program: ``watch``
   notices that one of these changed state while ``f`` was traced, and warns.
 """
+import array
 import functools
 import random
 import types
@@ -146,7 +147,10 @@ def warn_frozen(snapshots, label):
 
 def _state(obj):
     if obj is random:
-        return random.getstate()
+        # (its 625 words packed: as a tuple of ints the snapshot held 24 KB through the
+        # trace, 22 bytes per equation of a 1,000-equation one)
+        version, words, gauss = random.getstate()
+        return version, array.array('Q', words).tobytes(), gauss
     if isinstance(obj, np.random.RandomState):
         return obj.get_state(legacy=False)
     return obj.bit_generator.state

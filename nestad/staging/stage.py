@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..pickling import check_picklable
 from ..reverse import young_collections_only
-from ..structures import flatten, leaf_paths
+from ..structures import _LEAF, _class_kind as structures_kind, flatten, leaf_paths
 from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
 from .codegen import PIECE_LINES, compile_python
@@ -76,12 +76,17 @@ jit = stage
 class Compiled:
     """A program and the function that computes it, compiled when first called (the
     call that traced the program already has its result)."""
-    __slots__ = ('program', 'backend', 'fn', 'source', 'single', 'safe', 'draws', 'guarded')
+    __slots__ = ('program', 'backend', 'fn', 'source', 'single', 'safe', 'draws', 'guarded',
+                 'flat')
 
     def __init__(self, program, backend):
         self.program, self.backend = program, backend
         self.fn = self.source = self.safe = None
-        self.single = program.out_tree.children is None
+        tree = program.out_tree
+        self.single = tree.children is None
+        # (a list or tuple of leaves, a gradient's usual result, is made in one step)
+        self.flat = not self.single and tree.unflatten in _FLAT and \
+            all(c is _LEAF for c in tree.children)
         self.draws = program.draws or None
         self.guarded = any(e.op is GUARD for e in program.eqns)
 
@@ -106,7 +111,10 @@ class Compiled:
             raise
         except (ArithmeticError, ValueError):
             out = self.ieee(dyn)
-        return out if self.single else self.program.out_tree.build(out)
+        if self.single:
+            return out
+        tree = self.program.out_tree
+        return tree.unflatten(None, out) if self.flat else tree.build(out)
 
     @property
     def source_backend(self):
@@ -186,6 +194,13 @@ class Staged:
             key = _plain_key(args)
             if key is not None:               # plain numbers and float arrays, no flattening
                 return self._run(key, args, args, kwargs, None)
+            if len(args) == 1 and (args[0].__class__ is list or args[0].__class__ is tuple):
+                xs = args[0]                  # one list or tuple of floats: its floats
+                for a in xs:
+                    if a.__class__ is not float:
+                        break
+                else:
+                    return self._run((_FLOATS, xs.__class__, len(xs)), xs, args, kwargs, None)
         leaves, tree = flatten((args, kwargs))
         mask = self._mask(args, kwargs)
         for k, x in enumerate(leaves):
@@ -315,8 +330,9 @@ def _retrace_reason(staged, args, kwargs, key, failed):
                 "nestad.while_loop.", None)
     # A new key: find the argument that differs from the most recent key of the same kind.
     for old in reversed(staged.cache.keys()):
-        if old is key or type(old) is not type(key):
-            continue
+        if old is key or type(old) is not type(key) or \
+                not isinstance(key, int) and (key[0] is _FLOATS or old[0] is _FLOATS):
+            continue                  # (a list of floats: by its length, a structure)
         if isinstance(key, int):
             return ("it was called with another number of arguments; each argument count "
                     "is traced separately.", None)
@@ -352,6 +368,8 @@ def argument_path(f, args, kwargs, k):
 
 
 _PLAIN = object()       # marks the keys of _plain_key apart from flattened ones
+_FLOATS = object()      # marks the keys of one list or tuple of floats
+_FLAT = (structures_kind(list)[1], structures_kind(tuple)[1])   # their unflattens
 
 
 def _plain_key(args):

@@ -151,7 +151,7 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
     # example value, for every equation recorded, the dead ones too)
     t.cse.clear()
     t.tracers.clear()
-    eqns, outputs = simplify(t.eqns, outputs, checks=True)
+    eqns, outputs = simplify(t.equations(), outputs, checks=True)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     program.params = positional_names(f)
     program.draws = tuple((slot, method, a, kw) for slot, method, a, kw, _, _ in t.draws)
