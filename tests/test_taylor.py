@@ -412,3 +412,47 @@ def test_linear_systems_factor_once(monkeypatch):
     staged = nd.stage(nd.derivatives(f['cho_solve lower'], 4))
     for g, w in zip(staged(0.0), nd.derivatives(f['cho_solve lower'], 4)(0.0)):
         assert np.allclose(g, w, rtol=1e-13, atol=0)
+
+
+def _orbit(w, steps=None):
+    """Euler steps pushed by an inner gradient_r until y would cross 0 (a data-dependent
+    trip count, 24 steps), w in the potential (read from the loop's closure) and in
+    the starting state.  ``steps``: Python's loop instead (the eager reference)."""
+    def potential(p):
+        d0, d1 = p[0] - 1.0, p[1] - (3.0 - w)
+        return 1.0 / nd.sqrt(d0 * d0 + d1 * d1)
+    grad = nd.gradient_r(potential)
+    cond = lambda s: s[1] + 0.1 * s[3] > 0.0
+
+    def body(s):
+        g = grad([s[0], s[1]])
+        return (s[0] + 0.1 * s[2], s[1] + 0.1 * s[3], s[2] - 0.1 * g[0], s[3] - 0.1 * g[1])
+    state = (0.0, 2.0 + 0.1 * w, 1.0, 0.0)
+    if steps:
+        while cond(state):
+            state = body(state)
+    else:
+        state = nd.while_loop(cond, body, state)
+    x0, x1, v0, v1 = state
+    return (x0 - x1 / v1 * v0) * x0
+
+
+def test_staged_while_loop_under_jet_is_a_loop():
+    # the staged loop's taylor rule: a loop on the state and its coefficients (it was
+    # unrolled into the trace, the program growing with the trip count)
+    f = lambda t: _orbit(0.3 + t)
+    eager = nd.derivatives(lambda t: _orbit(0.3 + t, steps=True), 6)(0.0)
+    assert_close(nd.derivatives(f, 6)(0.0), eager, rtol=1e-13)
+    assert_close(nested(f, 3)(0.0), eager[:4], rtol=1e-11)
+    staged = nd.stage(nd.derivatives(f, 6))
+    assert_close(staged(0.0), eager, rtol=1e-12)
+    eqns = staged.programs()[0].eqns
+    assert sum(e.op.name == 'while' for e in eqns) == 1 and len(eqns) < 200, len(eqns)
+    # the loop's state carries jets (w in the starting state), and a closure's jet alone
+    g = lambda t: nd.while_loop(lambda s: s[0] < 5.0, lambda s: (s[0] + 1.0, s[1] * nd.sin(t) + 0.5), (0.0, 1.0))[1]
+    want = nd.derivatives(lambda t: sum(0.5 * nd.sin(t) ** j for j in range(5)) + nd.sin(t) ** 5, 5)(0.4)
+    assert_close(nd.stage(nd.derivatives(g, 5))(0.4), want, rtol=1e-13)
+    # jet inside derivative, and gradient_r of a staged jet through the loop
+    d = nd.derivative(lambda s: nd.stage(nd.derivatives(f, 2))(s)[2])(0.0)
+    assert_close(d, eager[3], rtol=1e-10)
+    assert_close(nd.gradient_r(lambda s: nd.derivatives(f, 2)(s)[2])(0.0), eager[3], rtol=1e-10)
