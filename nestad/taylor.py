@@ -586,6 +586,62 @@ def block_toeplitz(prim, xs, carried, params, K, top):
     return [f[..., :n, j * n:(j + 1) * n] for j in range(K + 1)]
 
 
+# ---------------------------------------------------------------- linear systems
+
+def is_plain(v):
+    """A plain number or numpy array (no run's perturbation, no tracer, no batch): a
+    factorisation of it may be reused outside nestad's primitives."""
+    return v.__class__ in (np.ndarray, float, int) or isinstance(v, np.generic)
+
+
+def linear_system(x0, b, cb, K, times_a, solve0):
+    """The coefficients of x(t) with A(t) x(t) = b(t), from A0 x_k = b_k - sum_{j=1..k} A_j
+    x_{k-j}: one solve with A0 per order.  ``times_a(j, x)`` is A_j x (None for a constant
+    A), ``solve0(r)`` solves with A0, ``x0`` the primal solution."""
+    x = [x0]
+    for k in range(1, K + 1):
+        r = b[k] if cb else 0.0
+        if times_a is not None:
+            for j in range(1, k + 1):
+                r = r - times_a(j, x[k - j])
+        x.append(solve0(r))
+    return x
+
+
+def reused(factor, solve_plain, solve_lifted, a0):
+    """``solve0`` for linear_system: a plain ``a0`` is factored once (``factor``) and each
+    plain right-hand side solved with the factors; otherwise (other runs' perturbations,
+    tracers) the primitive itself, whose derivatives are its rules'."""
+    factors = []
+
+    def solve0(r):
+        if is_plain(a0) and is_plain(r):
+            if not factors:
+                factors.append(factor(a0))
+            return solve_plain(factors[0], r)
+        return solve_lifted(r)
+    return solve0
+
+
+def _solve_rule(prim, xs, carried, params, K, top):
+    """numpy.linalg.solve, a x = b: one LU factorisation, K solves (through the ODE rule its
+    jvp, which reads x, recursed on the lower orders: 2.5 s for order 10 of a 3 x 3)."""
+    import scipy.linalg as sla
+    from . import numpy as anp
+    (a, b), (ca, cb) = xs, carried
+    a0, b0 = a[0] if ca else a, b[0] if cb else b
+    x0 = prim.lifted(a0, b0)
+    lifted = lambda r: prim.lifted(a0, r)
+    if np.ndim(primal_value(a0)) == 2 and np.ndim(primal_value(x0)) == 2:
+        solve0 = reused(sla.lu_factor, lambda f, r: sla.lapack.dgetrs(f[0], f[1], r)[0], lifted, a0)
+    else:                                                # (stacks: numpy's solve per order)
+        solve0 = lifted
+    return linear_system(x0, b, cb, K, (lambda j, x: anp.matmul(a[j], x)) if ca else None, solve0)
+
+
+RULES['numpy.linalg.solve'] = _solve_rule
+
+
 # ---------------------------------------------------------------- arithmetic on jets
 
 def _operators():

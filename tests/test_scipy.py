@@ -33,6 +33,7 @@ SCIPY_ROWS = {
     'scipy.special.erfinv': (sp.erfinv, (X,)),
     'scipy.special.erfcinv': (sp.erfcinv, (X,)),
     'scipy.special.erfcx': (sp.erfcx, (X - 0.5,)),
+    'scipy.special.erfcx_derivative': (lambda x: sp.erfcx_derivative(2, x), (np.array([-0.2, 0.6, 3.0]),)),
     'scipy.special.expit': (sp.expit, (X - 0.5,)),
     'scipy.special.logit': (sp.logit, (X,)),
     'scipy.special.log_expit': (sp.log_expit, (X - 0.5,)),

@@ -344,3 +344,115 @@ def _inner_jet(x):
     box = []
     nd.jet(lambda y: box.append(y * x) or y, (x,), ((1.0,),))
     return box[0]
+
+
+def _linear_systems():
+    from nestad.scipy import linalg as sla
+    rng = np.random.default_rng(7)
+    m = rng.normal(size=(3, 3))
+    s = m @ m.T + 3.0 * np.eye(3)
+    ds = 0.2 * (m + m.T)
+    lo = np.linalg.cholesky(s)
+    dlo = 0.2 * np.tril(rng.normal(size=(3, 3)))
+    b2, db2 = rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+    b1, db1 = b2[:, 0], db2[:, 0]
+    ab = np.array([[0.0, 1.0, -0.5], [4.0, 5.0, 6.0], [0.3, 0.2, 0.0]])
+    dab = 0.3 * rng.normal(size=(3, 3))
+    ab20 = np.array([[4.0, 5.0, 6.0], [1.0, -0.5, 0.0], [0.3, 0.0, 0.0]])   # diagonal, two below
+    stack, dstack = np.stack([s, s + np.eye(3)]), np.stack([ds, -ds])
+    return {
+        'solve': lambda t: anp.linalg.solve(s + t * ds, b2 + t * db2),
+        'solve, a only': lambda t: anp.linalg.solve(s + t * ds, b1),
+        'solve, stacks': lambda t: anp.linalg.solve(stack + t * dstack, b2),
+        'cho_solve lower': lambda t: sla.cho_solve((lo + t * dlo, True), b2 + t * db2),
+        'cho_solve upper, other triangle ignored': lambda t: sla.cho_solve((lo.T + t * (dlo.T + np.tril(ds, -1)), False), b1),
+        'cho_solve, b only': lambda t: sla.cho_solve((lo, True), b1 + t * db1),
+        'solve_banded': lambda t: sla.solve_banded((1, 1), ab + t * dab, b1 + t * db1),
+        'solve_banded (2, 0), matrix rhs': lambda t: sla.solve_banded((2, 0), ab20 + t * dab, b2 + t * db2),
+        'solve_banded (0, 2), ab only': lambda t: sla.solve_banded((0, 2), ab20[::-1, ::-1] + t * dab, b2),
+        'solve_triangular trans unit': lambda t: sla.solve_triangular(lo + t * dlo, b2 + t * db2, trans=1, lower=True,
+                                                                        unit_diagonal=True),
+        'solve_triangular upper': lambda t: sla.solve_triangular(lo.T + t * dlo.T, b1, lower=False),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_linear_systems()))
+def test_linear_systems_one_solve_per_order_against_nested_derivative(name):
+    # the rules of linear systems (A0 x_k = b_k - sum A_j x_(k-j)) against nested derivative
+    # through the first-order rules, orders 0..4 (their mpmath references to order 10 are in
+    # test_taylor_primitives.py), and inside an outer derivative (a0 then carries the outer
+    # run's perturbation: the primitive's own solves, not the factors)
+    f = _linear_systems()[name]
+    want = nested(f, 4)(0.0)
+    got = nd.derivatives(f, 4)(0.0)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert np.allclose(nd.primal_value(g), w, rtol=1e-12, atol=1e-12 * np.max(np.abs(w))), (name, k)
+    outer = nd.derivative(lambda s: nd.derivatives(lambda t: f(t + 0.3 * s * s + 0.2 * s), 2)(0.0)[2])(0.0)
+    inner = nd.derivative(nd.derivative(nd.derivative(f)))(0.0)
+    assert np.allclose(outer, 0.2 * inner, rtol=1e-11, atol=1e-12 * np.max(np.abs(inner))), name
+
+
+def test_linear_systems_factor_once(monkeypatch):
+    import scipy.linalg
+    from nestad.scipy import linalg as sla
+    calls = {'getrf': 0, 'gbtrf': 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kw):
+            calls[name] += 1
+            return fn(*args, **kw)
+        return wrapper
+    monkeypatch.setattr(scipy.linalg, 'lu_factor', counted('getrf', scipy.linalg.lu_factor))
+    monkeypatch.setattr(scipy.linalg.lapack, 'dgbtrf', counted('gbtrf', scipy.linalg.lapack.dgbtrf))
+    f = _linear_systems()
+    nd.derivatives(f['solve'], 8)(0.0)
+    nd.derivatives(f['solve_banded'], 8)(0.0)
+    assert calls == {'getrf': 1, 'gbtrf': 1}
+    # staged, the jet's coefficients are traced: the primitive's solves (a program), equal
+    staged = nd.stage(nd.derivatives(f['cho_solve lower'], 4))
+    for g, w in zip(staged(0.0), nd.derivatives(f['cho_solve lower'], 4)(0.0)):
+        assert np.allclose(g, w, rtol=1e-13, atol=0)
+
+
+def _orbit(w, steps=None):
+    """Euler steps pushed by an inner gradient_r until y would cross 0 (a data-dependent
+    trip count, 24 steps), w in the potential (read from the loop's closure) and in
+    the starting state.  ``steps``: Python's loop instead (the eager reference)."""
+    def potential(p):
+        d0, d1 = p[0] - 1.0, p[1] - (3.0 - w)
+        return 1.0 / nd.sqrt(d0 * d0 + d1 * d1)
+    grad = nd.gradient_r(potential)
+    cond = lambda s: s[1] + 0.1 * s[3] > 0.0
+
+    def body(s):
+        g = grad([s[0], s[1]])
+        return (s[0] + 0.1 * s[2], s[1] + 0.1 * s[3], s[2] - 0.1 * g[0], s[3] - 0.1 * g[1])
+    state = (0.0, 2.0 + 0.1 * w, 1.0, 0.0)
+    if steps:
+        while cond(state):
+            state = body(state)
+    else:
+        state = nd.while_loop(cond, body, state)
+    x0, x1, v0, v1 = state
+    return (x0 - x1 / v1 * v0) * x0
+
+
+def test_staged_while_loop_under_jet_is_a_loop():
+    # the staged loop's taylor rule: a loop on the state and its coefficients (it was
+    # unrolled into the trace, the program growing with the trip count)
+    f = lambda t: _orbit(0.3 + t)
+    eager = nd.derivatives(lambda t: _orbit(0.3 + t, steps=True), 6)(0.0)
+    assert_close(nd.derivatives(f, 6)(0.0), eager, rtol=1e-13)
+    assert_close(nested(f, 3)(0.0), eager[:4], rtol=1e-11)
+    staged = nd.stage(nd.derivatives(f, 6))
+    assert_close(staged(0.0), eager, rtol=1e-12)
+    eqns = staged.programs()[0].eqns
+    assert sum(e.op.name == 'while' for e in eqns) == 1 and len(eqns) < 200, len(eqns)
+    # the loop's state carries jets (w in the starting state), and a closure's jet alone
+    g = lambda t: nd.while_loop(lambda s: s[0] < 5.0, lambda s: (s[0] + 1.0, s[1] * nd.sin(t) + 0.5), (0.0, 1.0))[1]
+    want = nd.derivatives(lambda t: sum(0.5 * nd.sin(t) ** j for j in range(5)) + nd.sin(t) ** 5, 5)(0.4)
+    assert_close(nd.stage(nd.derivatives(g, 5))(0.4), want, rtol=1e-13)
+    # jet inside derivative, and gradient_r of a staged jet through the loop
+    d = nd.derivative(lambda s: nd.stage(nd.derivatives(f, 2))(s)[2])(0.0)
+    assert_close(d, eager[3], rtol=1e-10)
+    assert_close(nd.gradient_r(lambda s: nd.derivatives(f, 2)(s)[2])(0.0), eager[3], rtol=1e-10)

@@ -602,6 +602,10 @@ case('scipy.linalg.solve_banded', matrix_case(lambda ab, b: sla.solve_banded((1,
 
 # ---------------------------------------------------------------- nestad.scipy
 
+def _mp_erfcx(x):
+    return mpmath.exp(x * x) * mpmath.erfc(x)
+
+
 def special(name, g, *args, **kw):
     return elementwise(getattr(sp, name), g, *args, **kw)
 
@@ -634,8 +638,26 @@ case('scipy.special.erf', special('erf', mpmath.erf, ([0.2, 3.0, -5.0], D([0] * 
 case('scipy.special.erfc', special('erfc', mpmath.erfc, ([0.2, 3.0, 10.0], D([0] * 3))))
 case('scipy.special.erfinv', special('erfinv', mpmath.erfinv, ([0.2, 0.999, -0.9999], D([0] * 3))))
 case('scipy.special.erfcinv', special('erfcinv', lambda x: mpmath.erfinv(1 - x), ([0.2, 1e-3, 1.999], D([0] * 3))))
-case('scipy.special.erfcx', special('erfcx', lambda x: mpmath.exp(x * x) * mpmath.erfc(x),
-                                    ([0.2, -2.0, 24.0, 30.0, 1e4], D([0] * 5)), rtol=1e-10))
+case('scipy.special.erfcx', special('erfcx', _mp_erfcx, ([0.2, -2.0, 24.0, 30.0, 1e4], D([0] * 5)), rtol=1e-10))
+# (the rows' scale is their largest entry, erfcx's at -2: test_erfcx_every_order_at_every_point
+# compares each point on its own)
+_EXD = np.array([-3.0, 0.3, 0.8, 5.0, 1e3])
+
+
+def _erfcx_derivative_ref(n):
+    # d^k/dt^k erfcx^(n)(x + t d) = erfcx^(n + k)(x) d^k
+    def ref():
+        cols = []
+        for x, d in zip(_EXD, D(_EXD)):
+            with mpmath.workdps(60):
+                e = mpmath.diffs(_mp_erfcx, mpmath.mpf(x), n + ORDER)
+                cols.append([float(v * mpmath.mpf(d) ** k) for k, v in enumerate(list(e)[n:])])
+        return np.array(cols).T
+    return ref
+
+
+case('scipy.special.erfcx_derivative', *[Case(lambda t, n=n: sp.erfcx_derivative(n, _EXD + t * D(_EXD)),
+                                              _erfcx_derivative_ref(n), rtol=1e-12) for n in (0, 1, 3)])
 case('scipy.special.expit', special('expit', lambda x: 1 / (1 + mpmath.exp(-x)), ([0.5, -4.0, -40.0, 40.0], D([0] * 4)),
                                     jax=lambda jnp: __import__('jax').nn.sigmoid))
 case('scipy.special.logit', special('logit', lambda x: mpmath.log(x / (1 - x)), ([0.5, 1e-4, 0.9999], D([0] * 3))))
@@ -734,20 +756,45 @@ for _n, _fn, _g in (
         ('sf', st.norm.sf, lambda x, l, s: mpmath.ncdf(-_z(x, l, s))),
         ('logsf', st.norm.logsf, lambda x, l, s: mpmath.log(mpmath.ncdf(-_z(x, l, s))))):
     _stats(f'scipy.stats.norm.{_n}', _fn, _g, ([0.3, -2.5, 6.0], D([0] * 3)), ([0.5, -1.0, 0.1], -0.3 * D([0] * 3)),
-           ([1.3, 1.0, 2.0], 0.2 * D([0] * 3)), rtol=1e-8 if _n in ('logcdf', 'logsf') else 1e-10)
-    # (logcdf and logsf through erfcx: at z = -1.5 erfcx's rule has lost 2 digits by order
-    # 10; see test_known_limit_erfcx_derivatives_of_high_order)
+           ([1.3, 1.0, 2.0], 0.2 * D([0] * 3)), rtol=1e-10)
 
 
-@pytest.mark.xfail(strict=True, reason="erfcx's rule y' = 2 x y - 2/sqrt(pi) cancels for 1 < x < 25 (the "
-                   "asymptotic series starts at 25): each order loses a factor 2 x^2, so norm.logcdf at "
-                   "z = -15 (erfcx at 10.6) is 1e-7 off at order 6 and 25% at order 10, in nested "
-                   "derivative as in Taylor mode")
-def test_known_limit_erfcx_derivatives_of_high_order():
-    f = lambda t: st.norm.logcdf(-15.0 + t)
-    with mpmath.workdps(60):
-        ref = mp_diffs(lambda s: [mpmath.log(mpmath.ncdf(-15 + s))])
-    assert_agrees(np.array([flat(d) for d in nd.derivatives(f, ORDER)(0.0)]), ref, 1e-9, "norm.logcdf at -15")
+def test_norm_logcdf_far_in_the_tail_to_high_order():
+    # (erfcx at 10.6, where erfcx's old rule y' = 2 x y - 2/sqrt(pi) cancelled: 1e-7 off at
+    # order 6, 25% at order 10)
+    for z in (-15.0,):
+        f = lambda t: st.norm.logcdf(z + t)
+        with mpmath.workdps(60):
+            ref = mp_diffs(lambda s: [mpmath.log(mpmath.ncdf(z + s))])
+        assert_agrees(np.array([flat(d) for d in nd.derivatives(f, ORDER)(0.0)]), ref, 1e-12, f"norm.logcdf at {z}")
+
+
+def test_erfcx_every_order_at_every_point():
+    # each point on its own (a row's scale is its own value), orders 0..10 against mpmath
+    # and 1..6 against nested derivative (the first-order rule also cancelled: 2x erfcx(x)
+    # - 2/sqrt(pi) lost 3 digits at 20); x from -5 to 1e4, both sides of the switch at 1/2
+    for x in (-5.0, 0.0, 0.5, 0.51, 1.0, 2.0, 10.6, 25.0, 100.0, 1e4):
+        ours = np.array([flat(d) for d in nd.derivatives(sp.erfcx, ORDER)(x)])
+        with mpmath.workdps(60):
+            ref = mp_diffs(lambda s: [_mp_erfcx(x + s)])
+        assert np.allclose(ours, ref, rtol=1e-13, atol=0), (x, (ours - ref) / ref)
+        if x not in (0.51, 10.6, 1e4):
+            continue
+        nested = nested_derivatives(sp.erfcx, NESTED, x)
+        assert np.allclose(nested, ref[:NESTED + 1], rtol=1e-13, atol=0), (x, (nested - ref[:NESTED + 1]) / ref[:NESTED + 1])
+    # arrays take each element's branch
+    xs = np.array([-5.0, 0.3, 0.7, 20.0, 1e4])
+    got = np.array([flat(d) for d in nd.derivatives(lambda t: sp.erfcx(xs + t), ORDER)(0.0)])
+    each = np.array([[flat(d)[0] for d in nd.derivatives(sp.erfcx, ORDER)(float(x))] for x in xs]).T
+    assert np.allclose(got, each, rtol=1e-14, atol=0)
+
+
+def test_erfcx_derivative_refuses_an_order_that_is_not_a_whole_number():
+    for n in (-1, 1.5):
+        with pytest.raises(nd.NestadError, match="order n must be an integer"):
+            sp.erfcx_derivative(n, 1.0)
+
+
 _stats('scipy.stats.t.logpdf', st.t.logpdf, _mp_t_logpdf, ([0.3, -4.0, 60.0], D([0] * 3)),
        ([3.0, 0.7, 30.0], 0.2 * D([0] * 3)), ([0.5, -1.0, 0.1], -0.3 * D([0] * 3)), ([1.3, 0.5, 2.0], 0.2 * D([0] * 3)))
 # t.cdf: along x alone its derivatives are the density's (mpmath's hypergeometric cdf under
