@@ -112,7 +112,7 @@ class Banded(Compact):
 
 
 def identity_columns(n, start, m, dtype):
-    """Columns start..start+m of the n x n identity, banded (diagonal -start)."""
+    """Columns start..start+m of the n x n identity, banded: ones on offset start."""
     return Banded({start: _np.ones(m, dtype)}, (n, m), _np.dtype(dtype))
 
 
