@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 from . import registry
-from .interpret import split
+from .interpret import Interpretation, split
 from .tracer import ArrayTracer, _TracerBase, any_tracer, apply_traced
 from .values import Bundle, Perturbed, TapeCell, next_id
 
@@ -41,6 +41,44 @@ class ArrayTapeCell(TapeCell):
 
     def __repr__(self):
         return f"ArrayTapeCell(shape={self.shape}, id={self.id})"
+
+
+class Compact(Perturbed):
+    """A plain array (it carries no perturbation) kept in a compact form while it is
+    structurally sparse: the basis directions ``jacobian_f`` and ``hessian`` push are an
+    identity (``nestad.numpy._banded``).  Its tag, 0, is below every run's, so ``apply``
+    meets it only where no run's value is among the arguments, and hands the application
+    to ``COMPACT[0]``, which keeps the form where it can and else computes on the dense
+    array (``primal``, exact).  Everything that reads tags sees a constant of every run."""
+    __slots__ = ()
+    tag = 0
+
+    def dense(self):
+        raise NotImplementedError
+
+    @property
+    def primal(self):
+        return self.dense()
+
+    def __array__(self, dtype=None, copy=None):
+        d = self.dense()
+        return d if dtype is None else d.astype(dtype)
+
+
+class _Dense(Interpretation):
+    """``bind``'s route for a compact argument (a function operator, a scalar primitive):
+    the primitive on the dense arrays (``split`` put them in ``primals``)."""
+    __slots__ = ()
+    name = 'dense'
+
+    def process(self, prim, top, args, carried, primals, params):
+        return prim.evaluate(primals, params)
+
+
+Compact.interpretation = _Dense()
+# compact_apply(prim, args, params) for an application with a Compact and no run's value
+# among its arguments: put here by nestad.numpy._banded.
+COMPACT = [None]
 
 
 def is_array(x):
@@ -227,6 +265,8 @@ class ArrayPrimitive:
 
 def _dtype(x):
     while isinstance(x, Perturbed):
+        if isinstance(x, Compact):
+            return x.dtype
         x = x.primal
     return getattr(x, 'dtype', None)
 
@@ -262,8 +302,8 @@ def apply(prim, args, params):
                 interp = a.interpretation
         elif a.__class__ is not np.ndarray and isinstance(a, np.ndarray):
             raise subclass_error(a, f"nestad.numpy.{prim.name}")
-    if top < 0:
-        return prim.evaluate(args, params)
+    if top <= 0:
+        return prim.evaluate(args, params) if top < 0 else COMPACT[0](prim, args, params)
     for k, a in enumerate(() if prim.user else args):   # numpy would make complex or object values
         if a.__class__ is np.ndarray or isinstance(a, (np.generic, _TracerBase)):
             if a.dtype.kind not in 'biuf':

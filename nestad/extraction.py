@@ -89,7 +89,7 @@ def _extract(tag, y, part, op, strict=True):
 
 
 def _checked(x, op):
-    if isinstance(x, Perturbed) and not perturbation.is_live(x.tag):
+    if isinstance(x, Perturbed) and x.tag and not perturbation.is_live(x.tag):   # (tag 0: Compact)
         raise EscapedPerturbationError(
             f"{op}: met a perturbed value whose derivative call has already returned; it "
             "escaped through a side effect (a global, a list, an attribute) and its derivative "

@@ -298,11 +298,39 @@ def directional_derivative(f, x, v, /, **kwargs):
     return _jvp(f, (x,), (v,), kwargs, "directional_derivative")[1]
 
 
+# From this many directions on, the basis of vector inputs is banded (nestad/numpy/_banded):
+# below it, passes over the small dense blocks cost less than the banded form's bookkeeping.
+BANDED_MIN = 64
+
+
+def _banded_basis(leaves, shapes, sizes, n):
+    """The basis as banded columns of the identity, when every leaf is a plain float64
+    vector (or a traced one) and no run is going on (so that no tangent rule meets another
+    run's value together with a banded one, and nothing banded can leave this call but
+    the tangent read out of it); else None."""
+    if n < BANDED_MIN or perturbation._live:
+        return None
+    for x, s in zip(leaves, shapes):
+        if len(s) != 1 or not (x.__class__ is np.ndarray or x.__class__ is ArrayTracer) \
+                or x.dtype != np.float64:
+            return None
+    starts = np.cumsum([0] + sizes)
+    return [anp._banded.identity_columns(n, int(a), k, np.float64) for a, k in zip(starts, sizes)]
+
+
+def _dense(t):
+    """A tangent read out of a pass with a banded basis, as an array."""
+    return t.dense() if isinstance(t, anp._banded.Compact) else t
+
+
 def _basis(leaves):
     """Tangents for all n input directions at once: leaf j gets shape (n,) + shape_j."""
     shapes = [_shape_of(x) for x in leaves]
     sizes = [int(np.prod(s)) for s in shapes]
     n = sum(sizes)
+    banded = _banded_basis(leaves, shapes, sizes, n)
+    if banded is not None:
+        return banded, shapes, sizes, n
     eye = np.eye(n)
     tangents, start = [], 0
     for x, s, k in zip(leaves, shapes, sizes):
@@ -633,7 +661,8 @@ def _forward_jacobian(f, spec, op, gradient, args, kwargs, aux):
     value, t = _push(g, leaves, treedef, tangents, op, {}, aux)
     out_leaves, out_def = flatten(value)
     out_shapes = [_shape_of(y) for y in out_leaves]
-    t_leaves = [_columns(c, n, s, y) for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
+    t_leaves = [_columns(_dense(c), n, s, y)
+                for c, s, y in zip(flatten(t)[0], out_shapes, out_leaves)]
     starts = np.cumsum([0] + sizes)
 
     def block(i, j):

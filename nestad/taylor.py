@@ -542,7 +542,7 @@ for _names, _rule in (
         (('neg', 'numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to',
           'numpy.broadcast_to', 'numpy.reshape', 'numpy.transpose', 'numpy.getitem',
           'numpy.scatter_add', 'numpy.at.set', 'numpy.at.add', 'numpy.astype', 'numpy.sum',
-          'numpy.concatenate', 'numpy.cumsum'), linear),
+          'numpy.concatenate', 'numpy.cumsum', 'numpy.banded_dense', 'numpy.banded_take'), linear),
         (('select', 'numpy.where'), select),
         (('mul', 'numpy.multiply', 'numpy.matmul', 'numpy.inner', 'numpy.vdot', 'numpy.dot',
           'numpy.vecdot', 'numpy.convolve', 'numpy.correlate'), bilinear),

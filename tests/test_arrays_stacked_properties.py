@@ -340,6 +340,20 @@ COMPOSITES = {
     'astype': lambda x, k, n: anp.astype(x, np.longdouble),      # (float32 would defeat the FD check)
 }
 
+def banded_case(kind):
+    """The banded basis's dense form (nestad/numpy/_banded.py: diagonals of an n x m
+    matrix from vectors, with stack axes) and its adjoint (one diagonal of a stack)."""
+    def case(draw, r, k, n):
+        from nestad.numpy._banded import banded_dense, banded_take
+        m = max(1, n + draw(st.integers(-1, 1)))
+        o1, o2 = draw(st.lists(st.integers(-m, n), min_size=2, max_size=2, unique=True))
+        if kind == 'take':
+            return (lambda x: banded_take(x, offset=o1, m=m)), (vals(r, (k, n, m)),), (0,)
+        return ((lambda a, b: banded_dense(a, b, offsets=(o1, o2), shape=(n, m))),
+                (vals(r, (k, m)), vals(r, (m,))), (0, 1))
+    return case
+
+
 CASES = {f'unary-{n}': unary_case(n) for n in UNARY}
 CASES.update({f'composite-{n}': of_stack(op) for n, op in COMPOSITES.items()})
 CASES.update({f'binary-{n}': binary_case(n) for n in BINARY})
@@ -378,6 +392,7 @@ CASES.update({
     'linalg-norm-spectral': of_spread(lambda a: joined([anp.linalg.norm(a, o, (-2, -1))
                                                         for o in ('nuc', 2, -2)])),
     'at-set': at_case('set'), 'at-add': at_case('add'), 'at-multiply': at_case('multiply'),
+    'banded_dense': banded_case('dense'), 'banded_take': banded_case('take'),
 })
 CONVOLVE_SHAPES = lambda k, n: [((k,), (n,)), ((n,), (k,)), ((k * n,), (n,)), ((1,), (n,))]  # noqa: E731
 CASES.update({f'{name}-{mode}': two_operand_case(lambda a, v, f=getattr(anp, name), m=mode: f(a, v, m),

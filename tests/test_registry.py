@@ -15,6 +15,7 @@ import nestad.scipy  # noqa: F401  (its primitives are nestad's own: their rows 
 from nestad.scipy import linalg as sla, signal
 from nestad import registry
 from nestad.extend import check_rules
+from nestad.numpy import _banded
 from nestad.staging import loops
 from test_scipy import COMPOSITES as _SCIPY_COMPOSITES, SCIPY_ROWS  # noqa: F401
 
@@ -137,6 +138,14 @@ ARRAY_ROWS.update({
     'nestad.loops.loop_row': (lambda s: loops.row(s, 1), (_mat(),)),
     'nestad.loops.loop_row_at': (lambda s: loops.row(s, 2, axis=1), (_mat(),)),
     'nestad.loops.loop_row_set': (lambda b, v: loops.row_set(b, 1, v), (_mat(), _vec())),
+})
+
+# the banded basis's dense form and its adjoint (nestad/numpy/_banded.py; last, so that
+# drawing their data does not change the rows above)
+ARRAY_ROWS.update({
+    'numpy.banded_dense': (lambda a, b: _banded.banded_dense(a, b, offsets=(1, -2), shape=(4, 3)),
+                           (_vec(), _vec())),
+    'numpy.banded_take': (lambda x: _banded.banded_take(x, offset=-1, m=3), (R.uniform(size=(2, 4, 3)),)),
 })
 
 # Piecewise-constant operations: their derivative is zero (checked), their values

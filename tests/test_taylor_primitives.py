@@ -26,6 +26,7 @@ from nestad import primitives as P
 from nestad import registry, taylor
 from nestad.arrays import apply
 from nestad.interpret import bind
+from nestad.numpy import _banded
 from nestad.scipy import linalg as sla
 from nestad.scipy import signal as ssig
 from nestad.scipy import special as sp
@@ -833,6 +834,12 @@ _stats('scipy.stats.chi2.logpdf', st.chi2.logpdf,
        ([0.3, 1e-3, 60.0], 0.1 * D([0] * 3)), ([2.5, 0.7, 30.0], 0.2 * D([0] * 3)))
 _stats('scipy.stats.chi2.cdf', st.chi2.cdf, lambda x, df: _reg_gammainc(df / 2, x / 2),
        ([0.3, 1e-3, 60.0], 0.1 * D([0] * 3)), ([2.5, 0.7, 30.0], None))
+
+
+# (last: drawing their data earlier would change every later case's)
+case('numpy.banded_dense', linear(lambda a, b: _banded.banded_dense(a, b, offsets=(1, -2), shape=(4, 3)),
+                                  (3,), (2, 3)))
+case('numpy.banded_take', linear(lambda x: _banded.banded_take(x, offset=-1, m=3), (2, 4, 3)))
 
 
 # ---------------------------------------------------------------- the checks

@@ -28,6 +28,7 @@ from ._selection import *  # noqa: F401,F403  (where, clip)
 from ._elementwise import *  # noqa: F401,F403  (sin, add, power, maximum, floor, less...)
 from ._elementwise import _sech2  # noqa: F401
 from ._indexing import *  # noqa: F401,F403  (getitem, at, astype, copy)
+from . import _banded  # noqa: F401  (banded basis directions of jacobian_f and hessian)
 from ._joining import *  # noqa: F401,F403  (concatenate, stack, array)
 from ._reductions import *  # noqa: F401,F403  (mean, prod, max, min, logsumexp, cumsum, trace)
 from ._products import *  # noqa: F401,F403  (matmul, inner, vdot)

@@ -15,7 +15,7 @@ from ..lifting import ARRAY_ROUTES
 from ..batching import batched_top, call_per_member
 from ..structures import flatten
 from .. import perturbation
-from ..arrays import ArrayBundle, ArrayTapeCell
+from ..arrays import ArrayBundle, ArrayTapeCell, Compact
 from ..errors import BatchedConversionError, PerturbedConversionError
 from ..tracer import ArrayTracer
 from ..values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, primal_value
@@ -381,7 +381,7 @@ def install(namespace):
     Perturbed.__array__ = _array
     Perturbed.__array_ufunc__ = _array_ufunc
     Perturbed.__array_function__ = _array_function
-    for cls in (ArrayBundle, ArrayTapeCell, ArrayTracer):
+    for cls in (ArrayBundle, ArrayTapeCell, ArrayTracer, Compact):
         for name, fn in ARRAY_METHODS.items():
             setattr(cls, name, fn)
     for name, fn in TRACER_COMPARISONS.items():

@@ -8,7 +8,7 @@ import builtins
 
 import numpy as _np
 
-from ..arrays import ArrayPrimitive, apply, subclass_error
+from ..arrays import ArrayPrimitive, Compact as _Compact, apply, subclass_error
 from ..tracer import Tracer as _Tracer
 from ..values import Batched as _Batched, primal_value
 
@@ -23,6 +23,8 @@ except ImportError:                             # pragma: no cover
 def _shape(x):
     if x.__class__ is _np.ndarray:
         return x.shape
+    if isinstance(x, _Compact):       # (without making it dense)
+        return x.shape
     x = primal_value(x)
     if x.__class__ is _Batched:       # a member's shape (not through numpy's protocol)
         return _shape(x.primal)[1:]
@@ -31,6 +33,8 @@ def _shape(x):
 
 def _ndim(x):
     if x.__class__ is _np.ndarray:
+        return x.ndim
+    if isinstance(x, _Compact):
         return x.ndim
     x = primal_value(x)
     if x.__class__ is _Batched:
@@ -69,6 +73,8 @@ def _python_scalar(x):
     is one), or a traced one: the scalar primitives take it (staged code then applies the
     same rules as eager code, which round differently from the array ones).  Arrays and
     other numpy scalars (float32) go to the array primitives, which keep numpy's dtypes."""
+    if isinstance(x, _Compact):       # (an array: not made dense to be told so)
+        return False
     v = primal_value(x)
     return isinstance(v, (int, float)) or v.__class__ is _Tracer and v.dtype == _np.float64
 
