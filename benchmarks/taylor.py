@@ -20,17 +20,25 @@ seconds: past it, the next k's ratio is a lower bound, since nesting once more c
 least as much), and JAX's ``jet`` where JAX runs the program (eager, and ``jax.jit`` of
 it: per call in steady state and the first call with its compile), all as ratios to one
 plain call of the program.  Every answer is checked against the eager jet before it is
-timed.  The growth of the eager jet's cost is fitted as c k^p over k = 4..12 (targets:
+timed.  For the array programs (ode, gmm) a second table puts the staged jets against
+JAX jit (``staged_against_jax``): per call, the Python backend and ``backend="numba"``
+(steady state), and end to end (the first two calls: trace, compile, one run; numba cold,
+in an empty cache directory, and again from its disk cache) against JAX jit's first call
+(trace, XLA compile, run).  The target "faster than JAX jit" holds at a k only where the
+better staged backend wins both per call and end to end.  The growth of the eager jet's cost is fitted as c k^p over k = 4..12 (targets:
 p <= 2, at least 20x faster than nesting at k = 8 and 100x at k = 10), and the staged
 first call's likewise (polynomial growth).
 
     PYTHONPATH=$PWD python benchmarks/taylor.py [--quick] [--programs scalar,ode,gmm,particle]
+                                                [--ks 1,2,4,8]
 """
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
+import warnings
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -38,15 +46,20 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import nestad as nd  # noqa: E402
+from nestad.staging.numba_backend import NumbaFallbackWarning  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import fmt_time, max_rel_diff, print_table  # noqa: E402
 
 QUICK = "--quick" in sys.argv
-KS = range(1, 13)
+KS = list(range(1, 13))
+if "--ks" in sys.argv:
+    KS = [int(k) for k in sys.argv[sys.argv.index("--ks") + 1].split(",")]
 NESTED_MAX = 8 if QUICK else 10
 NESTED_BUDGET = 20.0 if QUICK else 60.0       # seconds of one nested call: no deeper nesting past it
 JAX_COMPILE_BUDGET = 20.0 if QUICK else 60.0  # seconds of one jax.jit compile: no higher k past it
+NUMBA_COMPILE_BUDGET = 60.0 if QUICK else 240.0  # seconds of one cold numba end to end: likewise
+AGAINST_JAX = ('ode', 'gmm')   # the array programs whose staged jets get the table against JAX jit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -216,6 +229,7 @@ def measure(name, program, jax):
     budget = 0.6 if slow else 0.3
     rows, jet_times, first_times = [], [], []
     nested_last, compile_last = 0.0, 0.0
+    against = StagedAgainstJax(name, f, plain) if name in AGAINST_JAX else None
     for k in KS:
         ours = nd.derivatives(f, k)(0.0)
         t_jet = per_call(lambda: nd.derivatives(f, k)(0.0), budget=budget)
@@ -241,19 +255,26 @@ def measure(name, program, jax):
         if jax is not None and program['jax'] is not None:
             cols = jax_columns(program['jax'], k, ours, t_jet, t_staged, t_first, jax,
                                compile_last < JAX_COMPILE_BUDGET)
+            jit = cols.pop()
             compile_last = cols.pop() or compile_last
             row += cols
+            if against is not None:
+                against.add(k, ours, t_staged, staged, jit)
         rows.append(row)
     header = ["k", "jet/plain", "jet", "staged 1st call", "staged/plain", "nested/plain", "nested/jet"]
     if jax is not None and program['jax'] is not None:
         header += ["JAX jet/jet", "JAX jit/jet", "JAX jit/staged", "JAX jit 1st call", "JAX jit 1st / staged 1st"]
     print(f"\n## {name}: plain call {fmt_time(plain)}; ratios are per call (median)")
     print_table(header, rows)
-    ks = [k for k in KS if k >= 4]
-    p = fit_exponent(ks, jet_times[3:])
-    q = fit_exponent(ks, first_times[3:])
-    print(f"eager jet cost ~ k^{p:.2f}, staged first call (trace, compile, run) ~ k^{q:.2f} "
-          f"over k = 4..12 (fits of log time on log k)")
+    fit = [i for i, k in enumerate(KS) if k >= 4]
+    if len(fit) >= 2:           # (fewer with --ks)
+        ks = [KS[i] for i in fit]
+        p = fit_exponent(ks, [jet_times[i] for i in fit])
+        q = fit_exponent(ks, [first_times[i] for i in fit])
+        print(f"eager jet cost ~ k^{p:.2f}, staged first call (trace, compile, run) ~ k^{q:.2f} "
+              f"over k = {ks[0]}..{ks[-1]} (fits of log time on log k)")
+    if against is not None:
+        against.report()
 
 
 def jax_columns(make, k, ours, t_jet, t_staged, t_first, jax, compile_jit):
@@ -267,12 +288,88 @@ def jax_columns(make, k, ours, t_jet, t_staged, t_first, jax, compile_jit):
     assert max_rel_diff([float(v) for v in js], [float(v) for v in ours[1:]]) < 1e-9
     t_jax = per_call(run, budget=0.5, least=3)
     if not compile_jit:
-        return [f"{t_jax / t_jet:.1f}x", "-", "-", "-", "-", None]
+        return [f"{t_jax / t_jet:.1f}x", "-", "-", "-", "-", None, None]
     jitted = jax.jit(lambda t: jjet(fj, (t,), series))
     t_compile, _ = once(lambda: jax.block_until_ready(jitted(0.0)))
     t_jit = per_call(lambda: jax.block_until_ready(jitted(0.0)))
     return [f"{t_jax / t_jet:.1f}x", f"{t_jit / t_jet:.2f}x", f"{t_jit / t_staged:.1f}x",
-            fmt_time(t_compile), f"{t_compile / t_first:.0f}x", t_compile]
+            fmt_time(t_compile), f"{t_compile / t_first:.0f}x", t_compile, (t_jit, t_compile)]
+
+
+# ---------------------------------------------------------------- staged jets against JAX jit
+
+class StagedAgainstJax:
+    """The second table of an array program: staged nestad (Python and numba backends)
+    against jax.jit of JAX's jet, per call and end to end."""
+
+    def __init__(self, name, f, plain):
+        self.name, self.f, self.plain, self.rows = name, f, plain, []
+        self.numba_last = 0.0
+
+    def add(self, k, ours, t_python, staged_python, jit):
+        """One k: ``t_python`` the Python backend's steady call (measured by the caller);
+        ``jit`` (JAX jit's steady call, its first call) or None where it was not compiled."""
+        # end to end with the Python backend: the first two calls of a fresh staged
+        # function (the first traces and answers, the second compiles and runs)
+        fresh = nd.stage(nd.derivatives(self.f, k))
+        e2e_python, _ = once(lambda: (fresh(0.0), fresh(0.0)))
+        cols = self.numba(k, ours) if self.numba_last < NUMBA_COMPILE_BUDGET else None
+        py = (t_python, e2e_python)
+        row = [k, fmt_time(t_python), fmt_time(e2e_python)]
+        cold = None
+        if cols is None:
+            row += ["-", "-", "-"]
+            best = py
+        else:
+            t_numba, cold, warm = cols
+            row += [fmt_time(t_numba), fmt_time(cold), fmt_time(warm)]
+            best = min((t_numba, warm), py)      # (the backend faster per call)
+            cold = cold if best is not py else None
+        if jit is None:
+            row += ["-", "-", "-", "-", "-"]
+        else:
+            t_jit, t_compile = jit
+            won = best[0] < t_jit and best[1] < t_compile
+            e2e = f"{t_compile / best[1]:.2f}x"
+            if cold is not None:
+                e2e += f" (cold {t_compile / cold:.2f}x)"
+                won = won and ("yes" if cold < t_compile else "cached only")
+            row += [fmt_time(t_jit), fmt_time(t_compile), f"{t_jit / best[0]:.2f}x", e2e,
+                    won if isinstance(won, str) else ("yes" if won else "no")]
+        row.insert(3, "numba" if best is not py else "python")
+        self.rows.append(row)
+
+    def numba(self, k, ours):
+        """(steady call, cold end to end, end to end from the disk cache) with
+        backend="numba", or None where numba fell back to Python (then the table says so)."""
+        old = os.environ.get('NESTAD_CACHE_DIR')
+        with tempfile.TemporaryDirectory() as cache, warnings.catch_warnings():
+            warnings.simplefilter('error', NumbaFallbackWarning)
+            os.environ['NESTAD_CACHE_DIR'] = cache
+            try:
+                cold_fn = nd.stage(nd.derivatives(self.f, k), backend="numba")
+                cold, _ = once(lambda: (cold_fn(0.0), cold_fn(0.0)))
+                warm_fn = nd.stage(nd.derivatives(self.f, k), backend="numba")
+                warm, out = once(lambda: (warm_fn(0.0), warm_fn(0.0)))
+            except NumbaFallbackWarning as w:
+                print(f"  {self.name} k = {k}: {w}")
+                self.numba_last = math.inf
+                return None
+            finally:
+                if old is None:
+                    os.environ.pop('NESTAD_CACHE_DIR')
+                else:
+                    os.environ['NESTAD_CACHE_DIR'] = old
+        assert max_rel_diff(out[1], ours) < 1e-11, (self.name, k)
+        self.numba_last = cold
+        return per_call(lambda: warm_fn(0.0)), cold, warm
+
+    def report(self):
+        print(f"\n## {self.name}: staged jets against JAX jit (per call: median steady state; "
+              f"end to end: trace, compile, first run; plain call {fmt_time(self.plain)})")
+        print_table(["k", "staged py", "py e2e", "better", "numba", "numba e2e cold",
+                     "numba e2e cached", "JAX jit", "JAX jit e2e", "JAX jit / better",
+                     "JAX e2e / better e2e", "faster in both"], self.rows)
 
 
 def main():

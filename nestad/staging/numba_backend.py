@@ -542,3 +542,11 @@ def compile_numba(fn, program):
                       "as Python code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     return jitted
+
+
+def _concatenate(args, params):
+    """numba's np.concatenate takes a tuple of arrays, not the primitive's ``*xs``."""
+    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
+
+
+NUMBA['numpy.concatenate'] = _concatenate
