@@ -149,25 +149,18 @@ class Trace:
         return eqns
 
     def record_scalar(self, op, args, val):
-        """``record`` for the common case, kept lean (it runs once per scalar operation
-        traced): a scalar primitive without parameters on scalar tracers of this trace
-        and plain numbers, giving one number.  Its tracers are not kept in ``tracers``
+        """``record`` for a scalar primitive without parameters on scalar tracers of this
+        trace and plain numbers, giving one number, kept lean (``apply_traced`` writes
+        out the one- and two-argument cases, most operations, and records them compactly;
+        this is the case of more arguments).  Its tracers are not kept in ``tracers``
         (only the array identities read those, and not for scalar primitives)."""
         simplify = SIMPLIFY.get(op)
         if simplify is not None:
             same = simplify(*args)
             if same is not None:
                 return same
-        if len(args) == 2:                # (no temporary lists: this is most of them)
-            a, b = args
-            a = a.var if a.__class__ is Tracer else a
-            b = b.var if b.__class__ is Tracer else b
-            ins = (a, b)
-            key = (op, a if a.__class__ is Var else _arg_key(a),
-                   b if b.__class__ is Var else _arg_key(b))
-        else:
-            ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
-            key = (op,) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+        ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
+        key = (op,) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
         cse = self.cse
         hit = cse.get(key)
         if hit is not None:
