@@ -72,7 +72,46 @@ _ORDER = "it is an integer order"
 
 # ---------------------------------------------------------------- gamma and friends
 
-polygamma = _define('polygamma', lambda n, x: _sp.polygamma(n, x),
+_COT = [[0, 1]]     # d^n/dz^n cot z = P_n(cot z): P_0 = c, P_(n+1) = -(1 + c^2) P_n' (exact ints)
+
+
+def _cot_derivative(n, c):
+    while len(_COT) <= n:
+        d = [k * a for k, a in enumerate(_COT[-1])][1:]
+        q = [0] * (len(d) + 2)
+        for k, a in enumerate(d):
+            q[k] -= a
+            q[k + 2] -= a
+        _COT.append(q)
+    total = 0.0
+    for a in reversed(_COT[n]):
+        total = total * c + float(a)
+    return total
+
+
+def _polygamma_plain(n, x):
+    """scipy's polygamma, but for x < 0 by reflection, psi^(n)(x) = (-1)^n psi^(n)(1 - x) -
+    pi^(n+1) cot^(n)(pi x), cot(pi x) with x reduced exactly (cos(pi r) as sin(pi (1/2 -
+    |r|)): exactly 0 at half-integers).  scipy's Hurwitz zeta at negative x cancels where
+    the value is small beside its terms (n = 8 at -2.5: 1.5e-9 relative; this: 2e-16; at
+    other points both are within 1e-15)."""
+    out = _sp.polygamma(n, x)
+    nb, xb = np.broadcast_arrays(np.asarray(n), np.asarray(x, dtype=float))
+    neg = (xb < 0) & (xb != np.round(xb)) & (nb >= 1)
+    if not np.any(neg):
+        return out
+    out = np.array(out, dtype=float)
+    for m in np.unique(nb[neg]):
+        sel = neg & (nb == m)
+        xs = xb[sel]
+        r = xs - np.round(xs)
+        c = np.sin(np.pi * (0.5 - np.abs(r))) / np.sin(np.pi * r)
+        out[sel] = ((-1.0) ** int(m) * _sp.polygamma(int(m), 1.0 - xs)
+                    - math.pi ** (int(m) + 1) * _cot_derivative(int(m), c))
+    return out[()] if out.ndim == 0 else out
+
+
+polygamma = _define('polygamma', _polygamma_plain,
                     _no_derivative('special.polygamma', 'n', _ORDER),
                     lambda n, x, out: polygamma(n + 1, x))
 digamma = _define('digamma', lambda x: _sp.digamma(x), lambda x, out: polygamma(1, x))
