@@ -41,6 +41,7 @@ SCIPY_ROWS = {
     'scipy.special.xlog1py': (sp.xlog1py, (X, POS)),
     'scipy.special.iv': (lambda x: sp.iv(2, x), (POS,)),
     'scipy.special.ive': (lambda x: sp.ive(2, x), (POS,)),
+    'scipy.special.ive_derivative': (lambda x: sp.ive_derivative(1, 2, x), (np.array([0.5, 3.0, -20.0]),)),
     'scipy.special.i0': (sp.i0, (X,)),
     'scipy.special.i1': (sp.i1, (X,)),
     'scipy.special.i0e': (sp.i0e, (X,)),

@@ -924,3 +924,58 @@ def test_primitive_against_jax_jet(qualname, i):
     assert_agrees(np.array([flat(p)] + [flat(v) for v in s]),
             np.array([flat(np.asarray(jp))] + [flat(np.asarray(v)) for v in js]), c.jax_rtol,
             f"{qualname} against JAX's jet")
+
+
+def test_polygamma_at_negative_arguments_every_order():
+    # scipy's polygamma at negative x cancels where the value is small beside its terms
+    # (n = 8 at -2.5: 1.5e-9 relative): polygamma reflects there, each point on its own
+    for x in (-2.5, -0.3, -7.9, -30.25):
+        ours = np.array([flat(d) for d in nd.derivatives(sp.digamma, ORDER)(x)])
+        with mpmath.workdps(40):
+            ref = np.array([[float(mpmath.polygamma(k, x))] for k in range(ORDER + 1)])
+        assert np.allclose(ours, ref, rtol=2e-14, atol=0), (x, (ours - ref) / ref)
+    xs = np.array([-2.5, -0.3, 1.5])
+    for n in (2, 6):
+        got = sp.polygamma(n, xs)
+        want = [float(mpmath.polygamma(n, x)) for x in xs]
+        assert np.allclose(got, want, rtol=2e-15, atol=0), (n, got, want)
+
+
+def _mp_ive(v):
+    return lambda x: mpmath.besseli(v, x) * mpmath.exp(-abs(x))
+
+
+_IVD = np.array([0.7, 6.0, -20.0, 45.0])
+
+
+def _ive_derivative_ref(n, v):
+    def ref():          # d^k/dt^k ive^(n)(v, x + t d) = ive^(n + k)(v, x) d^k
+        cols = []
+        for x, d in zip(_IVD, D(_IVD)):
+            with mpmath.workdps(60):
+                e = mpmath.diffs(_mp_ive(v), mpmath.mpf(x), n + ORDER)
+                cols.append([float(c * mpmath.mpf(d) ** k) for k, c in enumerate(list(e)[n:])])
+        return np.array(cols).T
+    return ref
+
+
+case('scipy.special.ive_derivative', *[Case(lambda t, n=n, v=v: sp.ive_derivative(n, v, _IVD + t * D(_IVD)),
+                                            _ive_derivative_ref(n, v), rtol=1e-12) for n, v in ((0, 0), (2, 1))])
+
+
+def test_exponentially_scaled_bessel_every_order_at_every_point():
+    # i0e, i1e, ive(2, .) between |x| = 2 and 50, where their rules' differences
+    # (i1e - i0e...) cancelled a factor about |x| per order (i0e at 20: 2e-6 at order 4):
+    # each point on its own against mpmath, orders 0..10
+    for fn, v, xs in ((sp.i0e, 0, (20.0, -45.0)), (sp.i1e, 1, (3.0, 20.0)), (lambda x: sp.ive(2, x), 2, (20.0,))):
+        for x in xs:
+            ours = np.array([flat(d) for d in nd.derivatives(fn, ORDER)(x)])
+            with mpmath.workdps(60):
+                ref = mp_diffs(lambda s: [_mp_ive(v)(x + s)])
+            assert np.allclose(ours, ref, rtol=1e-13, atol=0), (v, x, (ours - ref) / ref)
+
+
+def test_ive_derivative_refuses_orders_that_are_not_whole_numbers():
+    for n, v in ((-1, 0), (1.5, 0), (1, 0.5)):
+        with pytest.raises(nd.NestadError, match="must be an integer"):
+            sp.ive_derivative(n, v, 1.0)

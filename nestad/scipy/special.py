@@ -72,7 +72,46 @@ _ORDER = "it is an integer order"
 
 # ---------------------------------------------------------------- gamma and friends
 
-polygamma = _define('polygamma', lambda n, x: _sp.polygamma(n, x),
+_COT = [[0, 1]]     # d^n/dz^n cot z = P_n(cot z): P_0 = c, P_(n+1) = -(1 + c^2) P_n' (exact ints)
+
+
+def _cot_derivative(n, c):
+    while len(_COT) <= n:
+        d = [k * a for k, a in enumerate(_COT[-1])][1:]
+        q = [0] * (len(d) + 2)
+        for k, a in enumerate(d):
+            q[k] -= a
+            q[k + 2] -= a
+        _COT.append(q)
+    total = 0.0
+    for a in reversed(_COT[n]):
+        total = total * c + float(a)
+    return total
+
+
+def _polygamma_plain(n, x):
+    """scipy's polygamma, but for x < 0 by reflection, psi^(n)(x) = (-1)^n psi^(n)(1 - x) -
+    pi^(n+1) cot^(n)(pi x), cot(pi x) with x reduced exactly (cos(pi r) as sin(pi (1/2 -
+    |r|)): exactly 0 at half-integers).  scipy's Hurwitz zeta at negative x cancels where
+    the value is small beside its terms (n = 8 at -2.5: 1.5e-9 relative; this: 2e-16; at
+    other points both are within 1e-15)."""
+    out = _sp.polygamma(n, x)
+    nb, xb = np.broadcast_arrays(np.asarray(n), np.asarray(x, dtype=float))
+    neg = (xb < 0) & (xb != np.round(xb)) & (nb >= 1)
+    if not np.any(neg):
+        return out
+    out = np.array(out, dtype=float)
+    for m in np.unique(nb[neg]):
+        sel = neg & (nb == m)
+        xs = xb[sel]
+        r = xs - np.round(xs)
+        c = np.sin(np.pi * (0.5 - np.abs(r))) / np.sin(np.pi * r)
+        out[sel] = ((-1.0) ** int(m) * _sp.polygamma(int(m), 1.0 - xs)
+                    - math.pi ** (int(m) + 1) * _cot_derivative(int(m), c))
+    return out[()] if out.ndim == 0 else out
+
+
+polygamma = _define('polygamma', _polygamma_plain,
                     _no_derivative('special.polygamma', 'n', _ORDER),
                     lambda n, x, out: polygamma(n + 1, x))
 digamma = _define('digamma', lambda x: _sp.digamma(x), lambda x, out: polygamma(1, x))
@@ -259,8 +298,57 @@ xlog1py = _define('xlog1py', lambda x, y: _sp.xlog1py(x, y),
 
 iv = _define('iv', lambda v, x: _sp.iv(v, x), _no_derivative('special.iv', 'v', _ORDER),
              lambda v, x, out: 0.5 * (iv(v - 1, x) + iv(v + 1, x)))
-ive = _define('ive', lambda v, x: _sp.ive(v, x), _no_derivative('special.ive', 'v', _ORDER),
-              lambda v, x, out: 0.5 * (ive(v - 1, x) + ive(v + 1, x)) - anp.sign(x) * out)
+def _ive_derivative_plain(n, v, x):
+    """d^n/dx^n exp(-|x|) I_v(x) for integer v >= 0 and n >= 0, from (1/pi) int_0^pi cos(v t)
+    (-(1 - cos t))^n exp(-|x| (1 - cos t)) dt (x > 0; x < 0 by I_v(-x) = (-1)^v I_v(x)):
+    an integrand of one sign near t = 0, where its mass is, so no cancellation, where the
+    rules' (ive(v-1) + ive(v+1))/2 - ive(v) lose a factor about |x| per order (i0e's fourth
+    derivative at 20: 2e-6 relative).  Periodic and smooth, so the trapezoid rule converges
+    geometrically; its N = 64 + 8 sqrt|x| + 4n points resolve the peak of width |x|^-1/2."""
+    for name, k in (('n', n), ('v', v)):
+        if np.ndim(k) or not float(k).is_integer() or k < 0:
+            raise NestadError(f"nestad.scipy.special.ive_derivative: {name} must be an integer "
+                              f">= 0, got {k!r}")
+    n, v = int(n), int(v)
+    x = np.asarray(x, dtype=float)
+    a = np.abs(x)
+    top = float(np.max(a, initial=0.0))
+    if not top <= 1e8:
+        raise NestadError("nestad.scipy.special.ive_derivative: |x| must be finite and at most "
+                          f"1e8 (the quadrature's points grow as sqrt|x|), got {top!r}")
+    m = int(64 + 8 * math.sqrt(top) + 4 * n)
+    t = np.linspace(0.0, np.pi, m + 1)
+    u = 1.0 - np.cos(t)
+    f = np.cos(v * t) * (-u) ** n
+    f[0] *= 0.5
+    f[-1] *= 0.5
+    out = (np.exp(-np.multiply.outer(a, u)) @ f) / m
+    out = np.where(x < 0, (-1.0) ** (n + v) * out, out)
+    return out[()] if out.ndim == 0 else out
+
+
+ive_derivative = _define('ive_derivative', _ive_derivative_plain,
+                         _no_derivative('special.ive_derivative', 'n', _ORDER),
+                         _no_derivative('special.ive_derivative', 'v', _ORDER),
+                         lambda n, v, x, out: ive_derivative(n + 1, v, x))
+
+
+def _quadrature_zone(x):
+    """Where the rules of ive, i0e and i1e take ive_derivative: 2 < |x| <= 1e4 (below 2 their
+    formulas do not cancel much; beyond 50 i0e and i1e have their asymptotic series)."""
+    a = np.abs(primal_value(x))
+    return np.logical_and(a > 2.0, a <= 1e4)
+
+
+def _ive_dx(v, x, out):
+    formula = lambda x: 0.5 * (ive(v - 1, x) + ive(v + 1, x)) - anp.sign(x) * ive(v, x)
+    vv = primal_value(v)
+    if np.ndim(vv) or is_tracer(vv) or not float(vv).is_integer() or vv < 0:
+        return formula(x)
+    return _at_edge(_quadrature_zone(x), lambda x: ive_derivative(1, vv, x), formula, 10.0)(x)
+
+
+ive = _define('ive', lambda v, x: _sp.ive(v, x), _no_derivative('special.ive', 'v', _ORDER), _ive_dx)
 i0 = _define('i0', lambda x: _sp.i0(x), lambda x, out: i1(x))
 i1 = _define('i1', lambda x: _sp.i1(x), lambda x, out: 0.5 * (i0(x) + iv(2, x)))
 def _asymptotic(nu, terms=20):
@@ -297,7 +385,9 @@ def _far(x):
 
 i0e = _define('i0e', lambda x: _sp.i0e(x),
               lambda x, out: _at_edge(_far(x), lambda x: anp.sign(x) * _bessel_tail(_I0E_DX, x),
-                                      lambda x: i1e(x) - anp.sign(x) * i0e(x), 100.0)(x))
+                                      lambda x: _at_edge(_quadrature_zone(x), lambda x: ive_derivative(1, 0, x),
+                                                         lambda x: i1e(x) - anp.sign(x) * i0e(x), 10.0)(x),
+                                      100.0)(x))
 
 
 def _i1e_dx(x, out):
@@ -305,7 +395,9 @@ def _i1e_dx(x, out):
     # beyond |x| = 1 I1' = I0 - I1 / x, beyond 50 the series
     big = np.abs(primal_value(x)) > 1.0
     return _at_edge(big, lambda x: _at_edge(_far(x), lambda x: _bessel_tail(_I1E_DX, x),
-                                            lambda x: i0e(x) - i1e(x) / x - anp.sign(x) * i1e(x),
+                                            lambda x: _at_edge(_quadrature_zone(x), lambda x: ive_derivative(1, 1, x),
+                                                               lambda x: i0e(x) - i1e(x) / x - anp.sign(x) * i1e(x),
+                                                               10.0)(x),
                                             100.0)(x),
                     lambda x: 0.5 * (i0e(x) + ive(2, x)) - anp.sign(x) * i1e(x), 2.0)(x)
 
