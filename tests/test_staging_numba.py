@@ -235,6 +235,24 @@ def test_numba_compiles_joins_and_2d_integer_indexing():
         assert np.array_equal(a, b)
 
 
+def test_numba_compiles_array_powers():
+    # power's plain implementation sets np.errstate, which numba cannot compile; numpy's
+    # loop takes a scalar exponent 0.5 as a square root (-0.0 at -0.0, nan at -inf)
+    x = np.array([-0.0, -np.inf, 2.0, 1e-300, 3.3, -2.0, 0.0, np.inf, np.nan])
+    y = np.array([0.5, 0.5, -1.5, 0.5, 3.0, 3.0, -1.0, -0.5, 2.0])
+    f = lambda x, y: (anp.power(x, 0.5), anp.power(x, y), anp.power(2.0, y))   # noqa: E731
+    fast = nd.stage(f, backend="numba")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("error", NumbaFallbackWarning)
+        fast(x, y)
+        half, xy, two = fast(x, y)                          # compiled
+        expected = np.power(x, 0.5), np.power(x, y), np.power(2.0, y)
+    assert np.array_equal(half, expected[0], equal_nan=True) and \
+        np.array_equal(np.signbit(half), np.signbit(expected[0]))
+    for a, b in zip((xy, two), expected[1:]):               # the C library's pow: 1 ulp
+        np.testing.assert_allclose(a, b, rtol=4e-16)
+
+
 _CACHE_PROBE = """
 import numpy as np, nestad as nd
 f = nd.stage(lambda x, v: nd.hvp(lambda x: nd.numpy.sum(nd.numpy.tanh(x) * x[::-1]), x, v),

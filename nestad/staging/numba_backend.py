@@ -22,6 +22,7 @@ from ..errors import InvalidInputError
 from . import lowering
 from .codegen import python_source
 from .program import Program
+from ..numpy._elementwise import _power_plain
 from ..primitives import _pow_plain, _real_pow
 from .program import GuardFailure
 
@@ -246,8 +247,7 @@ def _teach(numba):
             if isinstance(x, types.Integer) and isinstance(y, types.Integer):
                 return int_pow
             return lambda x, y: float(x) ** float(y)
-        _TAUGHT = {_pow_plain}
-        _teach_arrays(numba, types, overload)
+        _TAUGHT = {_pow_plain} | _teach_arrays(numba, types, overload)
         if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
             @overload(math.cbrt)
             def _cbrt(x):
@@ -259,7 +259,8 @@ def _teach(numba):
 def _teach_arrays(numba, types, overload):
     """numba implementations of numpy's reductions as numpy computes them (``_sum``,
     ``_max``) and of array primitives' plain implementations (the ``NUMBA`` table's), for
-    C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
+    C-ordered float64 arrays; other arguments find none, and the program runs as Python.
+    Returns the plain implementations it teaches (left as they are in generated code)."""
     global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
     global _product, _product_y, _product_xy
     _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
@@ -340,6 +341,24 @@ def _teach_arrays(numba, types, overload):
 
     _NAMES.update(_nb_reciprocal=numba.njit(reciprocal), _nb_sum_to=sum_to,
                   _nb_scatter_add=numba.njit(_scatter_add))
+
+    @overload(_power_plain)
+    def power(x, y):
+        # (the plain implementation's np.errstate only silences warnings, which numba does
+        # not give.)  numpy's loop takes a scalar exponent 0.5 as a square root: -0.0 at
+        # -0.0 and nan at -inf, where C's pow gives 0.0 and inf.  Ints to ints: none (numpy
+        # raises at negative exponents), and the program runs as Python.
+        if all(isinstance(getattr(t, 'dtype', t), types.Integer) for t in (x, y)) or \
+                not any(isinstance(t, types.Array) for t in (x, y)):
+            return None
+        if isinstance(y, (types.Float, types.Integer)):
+            def scalar_exponent(x, y):
+                if y == 0.5:
+                    return np.sqrt(x)
+                return np.power(x, float(y))
+            return scalar_exponent
+        return lambda x, y: np.power(x, y)
+    return {_power_plain}
 
 
 def _static_where_c(numba, fn, k):
