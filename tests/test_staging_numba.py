@@ -50,13 +50,12 @@ def test_numba_ieee_values_where_math_raises():
 
 
 def test_numba_falls_back_to_python_with_a_warning():
-    # (power's plain implementation sets np.errstate, which numba cannot compile;
-    # concatenate, the example here before, compiles since numba's table spells it)
-    g = nd.stage(lambda x: nd.numpy.sum(nd.numpy.power(x, 1.5)), backend="numba")
-    x = np.array([1.0, 4.0, 9.0])
+    # (numba has no np.einsum, which einsum's plain implementation calls)
+    g = nd.stage(lambda x: nd.numpy.einsum('i,i->', x, x * x), backend="numba")
+    x = np.array([1.0, -2.0, 3.0])
     g(x)
     with pytest.warns(UserWarning, match="numba could not compile"):
-        assert g(x) == 36.0
+        assert g(x) == 20.0
 
 
 def assert_no_fallback(f, args_list):
@@ -210,6 +209,48 @@ def test_numba_compiles_the_benchmarks_array_programs():
     f = nd.gradient_r(lambda b, c: anp.sum(anp.reciprocal(X + b) * c), (0, 1))
     assert_same_arrays(nd.stage(f, backend="numba"), nd.stage(f),
                  (rng.standard_normal(20) + 5.0, rng.standard_normal((32, 1))))
+
+
+def test_numba_compiles_joins_and_2d_integer_indexing():
+    # GradBench's gmm used to fall back: concatenate's plain implementation takes
+    # ``*xs, axis`` (numba binds no keyword after *args), and the adjoint of indexing by a
+    # 2-d integer array (repeated entries: their sensitivities add) had no numba spelling
+    rng = np.random.default_rng(7)
+    idx = np.array([[0, 2, 2], [1, 0, 3], [3, 3, 0]])
+    l, c, w = rng.standard_normal((2, 3)), rng.standard_normal((2, 3)), rng.standard_normal((2, 3, 3))
+
+    def f(l, c):
+        picked = lambda l: anp.concatenate([np.zeros((2, 1)), l], axis=1)[:, idx]  # noqa: E731
+        return (picked(l), anp.stack([l, c], axis=1), anp.stack([l, c], axis=-1),
+                anp.hstack([l, c, l]), nd.gradient_r(lambda l: anp.sum(picked(l) * w))(l))
+
+    fast = nd.stage(f, backend="numba")
+    assert_same_arrays(fast, nd.stage(f), (l, c))
+    z = np.concatenate([np.zeros((2, 1)), l], axis=1)
+    g = np.zeros((2, 4))
+    np.add.at(g, (slice(None), idx), w)                     # numpy's own scatter, in order
+    expected = (z[:, idx], np.stack([l, c], axis=1), np.stack([l, c], axis=-1),
+                np.hstack([l, c, l]), g[:, 1:])
+    for a, b in zip(fast(l, c), expected):
+        assert np.array_equal(a, b)
+
+
+def test_numba_compiles_array_powers():
+    # power's plain implementation sets np.errstate, which numba cannot compile; numpy's
+    # loop takes a scalar exponent 0.5 as a square root (-0.0 at -0.0, nan at -inf)
+    x = np.array([-0.0, -np.inf, 2.0, 1e-300, 3.3, -2.0, 0.0, np.inf, np.nan])
+    y = np.array([0.5, 0.5, -1.5, 0.5, 3.0, 3.0, -1.0, -0.5, 2.0])
+    f = lambda x, y: (anp.power(x, 0.5), anp.power(x, y), anp.power(2.0, y))   # noqa: E731
+    fast = nd.stage(f, backend="numba")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("error", NumbaFallbackWarning)
+        fast(x, y)
+        half, xy, two = fast(x, y)                          # compiled
+        expected = np.power(x, 0.5), np.power(x, y), np.power(2.0, y)
+    assert np.array_equal(half, expected[0], equal_nan=True) and \
+        np.array_equal(np.signbit(half), np.signbit(expected[0]))
+    for a, b in zip((xy, two), expected[1:]):               # the C library's pow: 1 ulp
+        np.testing.assert_allclose(a, b, rtol=4e-16)
 
 
 _CACHE_PROBE = """

@@ -22,6 +22,7 @@ from ..errors import InvalidInputError
 from . import lowering
 from .codegen import python_source
 from .program import Program
+from ..numpy._elementwise import _power_plain
 from ..primitives import _pow_plain, _real_pow
 from .program import GuardFailure
 
@@ -90,6 +91,8 @@ def _pairwise(a, lo, n):
     most 128 by eight partial sums, longer ones halved (at a multiple of 8) and the two
     sums added.  The recursion is kept on a stack of its own: numba's disk cache cannot
     load recursive code."""
+    if n <= 128:                    # (no stack to allocate: most rows are short)
+        return _block_sum(a, lo, n)
     los, ns = np.empty(64, np.int64), np.empty(64, np.int64)
     lefts, waiting = np.empty(64), np.zeros(64, np.bool_)     # left half's sum, if done
     depth, los[0], ns[0] = 0, lo, n
@@ -124,13 +127,17 @@ def _block_sum(a, lo, n):
         for i in range(lo, lo + n):
             res += a[i]
         return res
-    r = a[lo:lo + 8].copy()
+    # (eight partial sums in locals: an array of them, allocated per call, made a sum
+    # over a (5000, 10) array's rows cost more than all the rest of the program)
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
     i = 8
     while i < n - n % 8:
-        for j in range(8):
-            r[j] += a[lo + i + j]
+        j = lo + i
+        r0, r1, r2, r3 = r0 + a[j], r1 + a[j + 1], r2 + a[j + 2], r3 + a[j + 3]
+        r4, r5, r6, r7 = r4 + a[j + 4], r5 + a[j + 5], r6 + a[j + 6], r7 + a[j + 7]
         i += 8
-    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
         res += a[lo + i]
         i += 1
@@ -144,9 +151,10 @@ def _reduce_middle(b, kind):
     is_sum = kind == 0
     pre, n, post = b.shape
     out = np.empty((pre, post))
+    flat = b.reshape(pre * n * post)    # (b is C-ordered: a row is a run of flat, no view made)
     for i in range(pre):
         if is_sum and post == 1:
-            out[i, 0] = 0.0 + _pairwise(b[i, :, 0], 0, n)
+            out[i, 0] = 0.0 + _pairwise(flat, i * n, n)
             continue
         acc = np.zeros(post) if is_sum else b[i, 0, :].copy()
         for j in range(0 if is_sum else 1, n):
@@ -239,8 +247,7 @@ def _teach(numba):
             if isinstance(x, types.Integer) and isinstance(y, types.Integer):
                 return int_pow
             return lambda x, y: float(x) ** float(y)
-        _TAUGHT = {_pow_plain}
-        _teach_arrays(numba, types, overload)
+        _TAUGHT = {_pow_plain} | _teach_arrays(numba, types, overload)
         if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
             @overload(math.cbrt)
             def _cbrt(x):
@@ -252,11 +259,14 @@ def _teach(numba):
 def _teach_arrays(numba, types, overload):
     """numba implementations of numpy's reductions as numpy computes them (``_sum``,
     ``_max``) and of array primitives' plain implementations (the ``NUMBA`` table's), for
-    C-ordered float64 arrays; other arguments find none, and the program runs as Python."""
+    C-ordered float64 arrays; other arguments find none, and the program runs as Python.
+    Returns the plain implementations it teaches (left as they are in generated code)."""
     global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
-    global _product_y, _product_xy
+    global _product, _product_y, _product_xy
     _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
-    _product_y, _product_xy = numba.njit(_product_y), numba.njit(_product_xy)
+    _product_xy = numba.njit(_product_xy)
+    _product_y = _static_where_c(numba, _product_y, 1)
+    _product = _static_where_c(numba, _product, 0)
     _reduce_middle = numba.njit(_reduce_middle)
 
     def reduction(a, axis, keepdims, kind):
@@ -306,7 +316,7 @@ def _teach_arrays(numba, types, overload):
             return lambda a, axis: np.full(ones, a)
     sum_to = numba.njit(_sum_to)
     whole, slab = numba.njit(lambda x, i: x), numba.njit(lambda x, i: x[i % x.shape[0]])
-    product = numba.njit(_product)
+    product = _product
 
     @overload(operator.matmul)
     def matmul(a, b):                   # numba's '@' takes 1-d and 2-d arrays only
@@ -329,7 +339,46 @@ def _teach_arrays(numba, types, overload):
     def reciprocal(x):
         return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
 
-    _NAMES.update(_nb_reciprocal=numba.njit(reciprocal), _nb_sum_to=sum_to)
+    _NAMES.update(_nb_reciprocal=numba.njit(reciprocal), _nb_sum_to=sum_to,
+                  _nb_scatter_add=numba.njit(_scatter_add))
+
+    @overload(_power_plain)
+    def power(x, y):
+        # (the plain implementation's np.errstate only silences warnings, which numba does
+        # not give.)  numpy's loop takes a scalar exponent 0.5 as a square root: -0.0 at
+        # -0.0 and nan at -inf, where C's pow gives 0.0 and inf.  Ints to ints: none (numpy
+        # raises at negative exponents), and the program runs as Python.
+        if all(isinstance(getattr(t, 'dtype', t), types.Integer) for t in (x, y)) or \
+                not any(isinstance(t, types.Array) for t in (x, y)):
+            return None
+        if isinstance(y, (types.Float, types.Integer)):
+            def scalar_exponent(x, y):
+                if y == 0.5:
+                    return np.sqrt(x)
+                return np.power(x, float(y))
+            return scalar_exponent
+        return lambda x, y: np.power(x, y)
+    return {_power_plain}
+
+
+def _static_where_c(numba, fn, k):
+    """fn compiled, with its run-time choice of layout for operand ``k`` skipped where
+    numba's type says it is C-ordered (its flags would pick the C branch): each branch
+    taken costs numba a typed copy of the rest of the chain and its BLAS calls (a
+    stacked product of a C stack and a transposed one took 25 s to compile)."""
+    from numba.extending import overload
+    compiled = numba.njit(fn)
+
+    def stub(x, y, out):
+        return fn(x, y, out)
+
+    @overload(stub)
+    def choose(x, y, out):
+        if (x, y)[k].layout == 'C':
+            rest = globals()['_product_y' if k == 0 else '_product_xy']
+            return lambda x, y, out: rest(x, y, out)
+        return lambda x, y, out: compiled(x, y, out)
+    return stub
 
 
 def _product(x, y, out):
@@ -355,6 +404,23 @@ def _product_xy(x, y, out):
         out[:, 0] = x @ y[:, 0]
     else:
         out[:, :] = x @ y
+
+
+def _scatter_add(g, index, shape):
+    """numpy's scatter_add (``_scatter_plain``: zeros of ``shape`` with g added at
+    ``index``) for any index numba's indexing takes, advanced ones (2-d integer arrays)
+    included: the flat positions the index selects, and g added at them in order from
+    0.0, as numpy's ``bincount`` adds its weights."""
+    size = 1
+    for n in shape:
+        size *= n
+    picked = np.arange(size).reshape(shape)[index]
+    terms = np.ascontiguousarray(np.broadcast_to(g, picked.shape)).ravel()
+    where = picked.ravel()
+    out = np.zeros(size)
+    for i in range(where.size):
+        out[where[i]] += terms[i]
+    return out.reshape(shape)
 
 
 def _sum_to(x, shape):
@@ -387,8 +453,17 @@ def _sum_to(x, shape):
 # primitive rather than the plain one (numba's numpy subset lacks it, or adds in
 # another order).  Its names are bound once numba is imported (``_teach_arrays``).
 _NAMES = {}
+
+
+def _concatenate(args, params):
+    # (the plain implementation takes ``*xs, axis``: numba binds no keyword after *args)
+    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
+
+
 NUMBA = lowering.register('numba', {
-    'numpy.reciprocal': '_nb_reciprocal({0})', 'numpy.sum_to': '_nb_sum_to({0}, {shape})'}, _NAMES)
+    'numpy.reciprocal': '_nb_reciprocal({0})', 'numpy.sum_to': '_nb_sum_to({0}, {shape})',
+    'numpy.concatenate': _concatenate,
+    'numpy.scatter_add': '_nb_scatter_add({0}, {index}, {shape})'}, _NAMES)
 
 
 def _knows(numba, fn):
@@ -441,7 +516,7 @@ def _cache_file(source, glb):
     its globals' values, and the versions of what compiles it; None when a global has no
     stable fingerprint or the directory cannot be written."""
     import numba
-    parts = [source, numba.__version__, np.__version__, _code_key(compile_numba.__code__),
+    parts = [source, numba.__version__, np.__version__, _SELF, _code_key(compile_numba.__code__),
              _fingerprint(_teach_arrays), _fingerprint(_teach)]
     for name in sorted(glb):
         if name.startswith('__') or name in _NAMES:     # (_NAMES: _teach_arrays's, above)
@@ -467,6 +542,13 @@ def _cache_file(source, glb):
 
 
 _NUMPY = _numpy_for_numba()
+# (numba's cache checks the staged code's file only: the implementations it calls, all in
+# this module, count through its text)
+try:
+    with open(__file__, 'rb') as _f:
+        _SELF = hashlib.sha256(_f.read()).hexdigest()
+except OSError:                         # (no source file: the functions' code below)
+    _SELF = ''
 
 
 _NAMING = re.compile(r"(Use of unsupported NumPy function '[^']*'|No implementation of function "
@@ -542,11 +624,3 @@ def compile_numba(fn, program):
                       "as Python code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     return jitted
-
-
-def _concatenate(args, params):
-    """numba's np.concatenate takes a tuple of arrays, not the primitive's ``*xs``."""
-    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
-
-
-NUMBA['numpy.concatenate'] = _concatenate
