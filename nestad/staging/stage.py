@@ -221,8 +221,10 @@ class Staged:
     def _run(self, key, dyn, args, kwargs, mask):
         cache = self.cache
         entries = cache.get(key)
-        failed = None
+        failed = start = None
         if entries is not None:
+            if entries[0].guarded:            # a miss also pays for the guards that fail
+                start = time.perf_counter()
             for k, c in enumerate(entries):
                 try:
                     out = c(dyn)
@@ -237,7 +239,7 @@ class Staged:
         else:
             entries = cache[key] = []
         try:
-            c = self._trace(args, kwargs, mask, key, failed)
+            c = self._trace(args, kwargs, mask, key, failed, start)
         except BaseException:
             if not entries:                   # (no key without a program)
                 del cache[key]
@@ -255,11 +257,14 @@ class Staged:
                 del cache[old_key]
         return c.program.out_tree.build(c.program.example_out)
 
-    def _trace(self, args, kwargs, mask, key, failed):
+    def _trace(self, args, kwargs, mask, key, failed, start=None):
+        # (``start``: when this call began trying programs whose guards then failed, else
+        # now: a retrace costs their compiles and runs too, not the trace alone)
+        if start is None:
+            start = time.perf_counter()
         self.trace_count += 1
         if self.trace_count > 1:
             self.reasons.append(_retrace_reason(self, args, kwargs, key, failed))
-        start = time.perf_counter()
         leaves, tree = flatten((args, kwargs))
         program = trace_leaves(self.f, leaves, tree, mask)
         self.recent.append((start, time.perf_counter() - start))
@@ -278,8 +283,9 @@ class Staged:
         return Compiled(program, self.backend)
 
     def _warn_retracing(self):
-        """Warn (once) if the last ``RETRACE_WARN`` traces took more than half the time
-        since the first of them began: tracing dominates the function's running time.
+        """Warn (once) if the last ``RETRACE_WARN`` traces (each with the programs whose
+        guards failed before it) took more than half the time since the first of them
+        began: staging dominates the function's running time.
         (Measured at trace time only: calls that hit the cache pay nothing for it.)"""
         first = self.recent[0][0]
         elapsed = self.recent[-1][0] + self.recent[-1][1] - first
