@@ -154,6 +154,7 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
         t.cse.clear()
         t.tracers.clear()
         eqns, outputs = simplify(t.eqns, outputs, checks=True)  # (remove_dead makes Eqns)
+        t.eqns.clear()      # (its unused records are tracers of t: a cycle, else kept for gc)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     program.params = positional_names(f)
     program.draws = tuple((slot, method, a, kw) for slot, method, a, kw, _, _ in t.draws)
