@@ -185,9 +185,12 @@ class _Emitter:
                 if gone:
                     self.release(gone, pieces)
                 target = names[out] = fresh()
+                line = f"{pad}{target} = {expr}"
+                lines.append(line)
                 if pieces:
                     alive[eqn.outs[0]] = target
-                lines.append(f"{pad}{target} = {expr}")
+                    chars += len(line)      # (counted: the next test need not slice lines)
+                    counted += 1
                 continue
             if inline[k]:
                 names[id(eqn.outs[0])] = expression(eqn)

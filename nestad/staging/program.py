@@ -13,7 +13,8 @@ import re
 import numpy as np
 
 from ..errors import InvalidInputError, NestadError
-from ..tracer import GUARD, RAISES, Eqn, Var, _aval, _const_key, _param_key, active
+from ..tracer import GUARD, RAISES, Eqn, Tracer, Var, _aval, _const_key, _param_key, active
+from ..tracer import _NO_PARAMS
 from ..structures import flatten, leaf_paths
 from ..tracer import _TRACERS, RECORD_NUMPY_CALL, is_tracer, resolve
 from .randomness import draw
@@ -398,19 +399,39 @@ def remove_dead(eqns, outputs, checks=False):
     """The equations that outputs or guards depend on, in their order.  An equation
     whose op can drop the results nobody reads (``op.prune``: a loop's dead state
     slots) is replaced by the smaller one.  With ``checks``, unused equations that
-    raise where eager code raises stay as checks (``_add_checks``)."""
+    raise where eager code raises stay as checks (``_add_checks``).  ``eqns`` may be a
+    trace's own list (``Trace.eqns``), whose compact records (tracers, see
+    ``Trace.equations``) become Eqns here, the live ones only."""
     # (Vars hash by identity: sets of them, not of their ids.  It runs once per
     # equation recorded, so the common equation, one output and no sub-program, takes
-    # the short way; an op's ``prune`` and ``free_vars`` are looked up once per op.)
+    # the short way; an op's ``prune`` and ``free_vars`` are looked up once per op.
+    # A compact record that no output needs, 30% of a gradient's, is never made an
+    # Eqn, unless a check might need it.)
     live = {o for o in outputs if o.__class__ is Var}
     add = live.add
     kept = [None] * len(eqns)
     plain = set()                 # ids of ops with neither prune nor free_vars
+    dead_raises = False           # does an unused equation's op raise (RAISES)?
     for k in range(len(eqns) - 1, -1, -1):
         eqn = eqns[k]
+        if eqn.__class__ is Tracer:             # a compact record: one output, no params
+            r = eqn.eqn
+            if eqn.var not in live:
+                if not dead_raises and (r.op if r.__class__ is Eqn else r[0]) in RAISES:
+                    dead_raises = True
+                continue
+            if r.__class__ is not Eqn:
+                r = Eqn(r[0], r[1:], _NO_PARAMS, (eqn.var,))
+            eqn.eqn = eqns[k] = kept[k] = r     # (in place: the tracer goes)
+            for a in r.args:
+                if a.__class__ is Var:
+                    add(a)
+            continue
         op, outs = eqn.op, eqn.outs
         if not (outs[0] in live if len(outs) == 1 else
                 op is GUARD or any(v in live for v in outs)):
+            if not dead_raises and op in RAISES:
+                dead_raises = True
             continue
         if id(op) not in plain:
             prune = getattr(op, 'prune', None)
@@ -423,7 +444,12 @@ def remove_dead(eqns, outputs, checks=False):
         for a in eqn.args:
             if a.__class__ is Var:
                 add(a)
-    if checks and any(e.op in RAISES for e in eqns):
+    if checks and dead_raises:
+        for k, e in enumerate(eqns):            # (the unused compact records too)
+            if e.__class__ is Tracer:
+                r = e.eqn
+                e.eqn = eqns[k] = r if r.__class__ is Eqn else \
+                    Eqn(r[0], r[1:], _NO_PARAMS, (e.var,))
         _add_checks(eqns, kept)
     return [e for e in kept if e is not None]
 

@@ -138,20 +138,23 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
     t.input_kinds = [(n, v.dtype.kind) for n, v in zip(names, inputs)]
     # A trace, like a tape, is a large growing structure that reference counting frees:
     # full collections would rescan it again and again (reverse.young_collections_only).
-    with young_collections_only(), recording(t):
-        call_args, call_kwargs = in_tree.build(values)
-        out = f(*call_args, **call_kwargs)
-    out_leaves, out_tree = flatten(out)
-    outputs = [_output(x, t, k, out) for k, x in enumerate(out_leaves)]
-    for j, (slot, method, a, kw, var, value) in enumerate(t.draws):
-        inputs.append(var)
-        example.append(value)
-        names.append(f"{method}_{j}")
-    # (what only recording needed goes before simplifying: it held a tracer, with its
-    # example value, for every equation recorded, the dead ones too)
-    t.cse.clear()
-    t.tracers.clear()
-    eqns, outputs = simplify(t.equations(), outputs, checks=True)
+    with young_collections_only():
+        with recording(t):
+            call_args, call_kwargs = in_tree.build(values)
+            out = f(*call_args, **call_kwargs)
+        out_leaves, out_tree = flatten(out)
+        outputs = [_output(x, t, k, out) for k, x in enumerate(out_leaves)]
+        for j, (slot, method, a, kw, var, value) in enumerate(t.draws):
+            inputs.append(var)
+            example.append(value)
+            names.append(f"{method}_{j}")
+        # (what only recording needed goes before simplifying: it held a tracer, with its
+        # example value, for every equation recorded, the dead ones too; making the
+        # Eqns and simplifying allocate as much again, so the collector stays young)
+        t.cse.clear()
+        t.tracers.clear()
+        eqns, outputs = simplify(t.eqns, outputs, checks=True)  # (remove_dead makes Eqns)
+        t.eqns.clear()      # (its unused records are tracers of t: a cycle, else kept for gc)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
     program.params = positional_names(f)
     program.draws = tuple((slot, method, a, kw) for slot, method, a, kw, _, _ in t.draws)
