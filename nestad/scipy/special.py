@@ -249,7 +249,7 @@ def _erfcx_forward(n, x, y0):
 
 def _erfcx_backward(n, x, smallest, hypot):
     """erfcx^(n)(x) / erfcx(x) = prod_(m <= n) (-2m r_m), the r_m by the backward recurrence."""
-    big = int(n + 20 + 250.0 / smallest ** 2)
+    big = int(n + 20 + 250.0 / smallest / smallest)     # (smallest ** 2 overflows past 1e154)
     r = 1.0 / (x + hypot(x, math.sqrt(2.0 * (big + 1))))
     scale = 1.0
     for m in range(big + 1, 1, -1):
