@@ -941,6 +941,21 @@ def test_polygamma_at_negative_arguments_every_order():
         assert np.allclose(got, want, rtol=2e-15, atol=0), (n, got, want)
 
 
+
+def test_polygamma_far_below_zero_by_reflection():
+    # scipy's polygamma takes time in proportion to |x| at negative x (minutes at -1e9):
+    # the reflection never calls it there.  At a half-integer cot(pi x) = 0, so
+    # trigamma(x) = pi^2 - trigamma(1 - x), and orders 2 and 3 are psi2(1 - x) and
+    # 2 pi^4 - psi3(1 - x); far out psi_n(y) ~ (-1)^(n+1) (n-1)! / y^n (1 + n / (2y))
+    x = -1e12 - 0.5
+    y = 1e12 + 1.5
+    want = (math.pi ** 2 - (1 / y + 0.5 / y ** 2), -(1 / y ** 2 + 1 / y ** 3),
+            2 * math.pi ** 4 - (2 / y ** 3 + 3 / y ** 4))
+    got = nd.derivatives(sp.digamma, 3)(x)[1:]
+    assert np.allclose(got, want, rtol=1e-14, atol=0), (got, want)
+    assert np.allclose(sp.polygamma(np.array([1, 2]), np.array([x, x])), want[:2], rtol=1e-14, atol=0)
+
+
 def _mp_ive(v):
     return lambda x: mpmath.besseli(v, x) * mpmath.exp(-abs(x))
 
