@@ -487,12 +487,11 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     if solver is not None and not callable(solver):
         raise InvalidInputError("root: solver must be a function solver(fun, x0) -> x on plain "
                                 f"values, not {type(solver).__name__}")
-    every, every_tree = flatten((x0, params))
-    top = batched_top(every)
-    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's root
-        return call_per_member(lambda q: root(f, q[0], *q[1], tol=tol, maxiter=maxiter,
-                                              solver=solver, linear_method=linear_method),
-                               every, every_tree, top, 'root')
+    per_member = _per_start_member(
+        x0, params, 'root', lambda q: root(f, q[0], *q[1], tol=tol, maxiter=maxiter,
+                                           solver=solver, linear_method=linear_method))
+    if per_member is not None:
+        return per_member[0]
     x0 = primal_tree(x0)
     _check_limits("root", tol, maxiter)
 
@@ -505,9 +504,15 @@ def root(f, x0, *params, tol=1e-12, maxiter=100, solver=None, linear_method=None
     return implicit(params)
 
 
-def _batched_start(x0, top):
-    """Does ``x0`` carry vmap's run ``top`` (a start point per member)?"""
-    return any(isinstance(a, Perturbed) and a.tag == top for a in flatten(x0)[0])
+def _per_start_member(x0, params, name, solve):
+    """Under a vmap whose run ``x0`` carries (a start point per member): ``(its result,)``,
+    ``solve((x0, params))`` member by member; else None."""
+    every, every_tree = flatten((x0, params))
+    top = batched_top(every)
+    if top is None or not any(isinstance(a, Perturbed) and a.tag == top
+                              for a in flatten(x0)[0]):
+        return None
+    return (call_per_member(solve, every, every_tree, top, name),)
 
 
 def _check_limits(name, tol, maxiter):
@@ -643,12 +648,11 @@ def minimize(f, x0, *params, method="bfgs", tol=1e-10, maxiter=1000, linear_meth
         raise InvalidInputError(f"minimize: method must be one of {', '.join(_MINIMIZE_METHODS)}, "
                                 "'scipy:NAME' (a scipy.optimize.minimize method) or a function "
                                 f"method(value_and_grad, x0) -> x; got {method!r}")
-    every, every_tree = flatten((x0, params))
-    top = batched_top(every)
-    if top is not None and _batched_start(x0, top):   # vmap over x0: each member's minimum
-        return call_per_member(lambda q: minimize(f, q[0], *q[1], method=method, tol=tol,
-                                                  maxiter=maxiter, linear_method=linear_method),
-                               every, every_tree, top, 'minimize')
+    per_member = _per_start_member(
+        x0, params, 'minimize', lambda q: minimize(f, q[0], *q[1], method=method, tol=tol,
+                                                   maxiter=maxiter, linear_method=linear_method))
+    if per_member is not None:
+        return per_member[0]
     x0 = primal_tree(x0)
 
     def gradient(x, *p):
