@@ -1,0 +1,203 @@
+"""Taylor rules of array primitives on a stacked order axis (``nestad.taylor``'s array jets).
+
+An array jet's coefficients ``x0, ..., xK`` are one array of shape (K + 1, *shape).  A
+rule here gets each argument that carries the run as that array (a constant of the run
+as itself) and returns the result's, in a number of array calls that does not grow with
+K (O(K) for the recurrences), where the rules of ``taylor.RULES`` make one call per
+coefficient (linear functions) or per pair of coefficients (products).  A rule returns
+None to leave an application to those.
+
+The order axis is a batch axis: coefficient k of a linear function of the arguments is
+the function of their coefficients k, so the linear and shape primitives, and products
+with a constant, are vmap's batch rules (``batching.BATCH_RULES``) applied to the stacks
+(a constant, in a function linear in it, as its coefficients ``[c, 0, ..., 0]``).  A
+product of two jets is the Cauchy product ``c_k = sum_{j=0..k} a_j b_{k-j}``: every pair
+(j, k - j) is gathered into one batch and multiplied in one call, and the pairs of each k
+summed; a constant mask selects the real pairs, so that no padding is ever multiplied
+(``0 * inf`` would give nan where the coefficient-wise product gives inf).  ``exp`` and
+``log`` run their recurrences with one step per order, each on slices of the stacks.
+"""
+import numpy as np
+
+from . import registry
+from .batching import BATCH_RULES
+from .numpy._kernel import _is_basic, _shape
+from .numpy._joining import concatenate
+from .numpy._plumbing import expand_dims, reshape, sum as _sum
+from .numpy._selection import where
+from .values import Perturbed
+
+STACKED_RULES = {}     # qualified primitive name -> rule(prim, X, carried, params, K)
+
+
+def _batch(prim, values, batched, params):
+    return BATCH_RULES[prim.qualname](prim, values, batched, params)
+
+
+def _dtype(x):
+    """The floating dtype of a value's numbers (float64 for integers and bools)."""
+    while isinstance(x, Perturbed):
+        x = x.primal
+    d = getattr(x, 'dtype', None)
+    return d if d is not None and d.kind == 'f' else np.dtype(float)
+
+
+def constant(c, K, like):
+    """A constant's coefficients ``[c, 0, ..., 0]`` (K + 1, *shape): a plain array for a
+    plain constant (a constant of a staged program too).  A Python number takes the dtype
+    of ``like``, a jet's stack, as numpy's arithmetic would give it (float32 stays float32)."""
+    shape = _shape(c)
+    if c.__class__ is float or c.__class__ is int:           # (shaped to broadcast as it is)
+        out = np.zeros((K + 1,) + (1,) * (len(_shape(like)) - 1), dtype=_dtype(like))
+        out[0] = c
+        return out
+    if c.__class__ is np.ndarray or isinstance(c, np.generic):
+        out = np.zeros((K + 1,) + shape, dtype=_dtype(c))
+        out[0] = c
+        return out
+    return concatenate([expand_dims(c, 0), np.zeros((K,) + shape, dtype=_dtype(c))], axis=0)
+
+
+def _like(X, carried):
+    return next(x for x, c in zip(X, carried) if c)
+
+
+def linear(prim, X, carried, params, K):
+    """A primitive linear in its arguments jointly: its batch rule on the stacks."""
+    if prim.qualname not in BATCH_RULES:
+        return None
+    like = _like(X, carried)
+    return _batch(prim, [x if c else constant(x, K, like) for x, c in zip(X, carried)],
+                  [True] * len(X), params)
+
+
+def getitem(prim, X, carried, params, K):
+    """``x[index]``: the order axis in front of a basic index, or of one advanced one
+    (whose axes then stay where they were), needs no moving of axes."""
+    index = params['index']
+    parts = index if isinstance(index, tuple) else (index,)
+    if sum(1 for p in parts if not _is_basic(p)) > 1:
+        return linear(prim, X, carried, params, K)
+    return prim.lifted(X[0], index=(slice(None),) + parts)
+
+
+def select(prim, X, carried, params, K):
+    """``where(c, x, y)``: the condition is a value of no run; every order chosen at once."""
+    like = _like(X, carried)
+    return _batch(prim, [X[0]] + [x if c else constant(x, K, like) for x, c in zip(X[1:], carried[1:])],
+                  [False] + [True] * (len(X) - 1), params)
+
+
+def _pairs(K):
+    """The Cauchy product's pairs (j, k - j), k = 0..K, j = 0..k, on a grid of K + 1 rows
+    by K + 1 columns (column k holds coefficient k's pairs; rows past k are padding):
+    the row indices into each factor's stack, and the mask of real pairs."""
+    m = K + 1
+    i = np.zeros((m, m), dtype=np.intp)
+    j = np.zeros((m, m), dtype=np.intp)
+    mask = np.zeros((m, m), dtype=bool)
+    for k in range(m):
+        for r in range(k + 1):
+            i[r, k], j[r, k], mask[r, k] = r, k - r, True
+    return i, j, mask
+
+
+_PAIRS = {}
+
+
+def cauchy(prim, A, B, params, K):
+    """``c_k = sum_{j=0..k} prim(a_j, b_{k-j})`` for k = 0..K, from the stacks of two jets."""
+    got = _PAIRS.get(K)
+    if got is None:
+        got = _PAIRS[K] = _pairs(K)
+    i, j, mask = got
+    m = K + 1
+    if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
+        P = prim.lifted(A[i], B[j])                      # (m, m, *shape): aligned as they are
+    else:
+        P = _batch(prim, [A[i.ravel()], B[j.ravel()]], [True, True], params)
+        P = reshape(P, (m, m) + _shape(P)[1:])
+    return _sum(where(mask.reshape(mask.shape + (1,) * (len(_shape(P)) - 2)), P, 0.0), axis=0)
+
+
+def product(prim, X, carried, params, K):
+    """A product (``*``, matmul, dot...): with a constant one call on the stack, of two
+    jets the Cauchy product."""
+    if prim.qualname not in BATCH_RULES:
+        return None
+    (a, b), (ca, cb) = X, carried
+    if not cb:
+        return _batch(prim, [a, b], [True, False], params)
+    if not ca:
+        return _batch(prim, [a, b], [False, True], params)
+    return cauchy(prim, a, b, params, K)
+
+
+def divide(prim, X, carried, params, K):
+    """``a / b`` by a constant ``b``: one call (a jet divisor: the recurrence of ``taylor``)."""
+    if carried[1]:
+        return None
+    return _batch(prim, X, [True, False], {})
+
+
+def power(prim, X, carried, params, K):
+    """``x ** 2``: the Cauchy square (other powers: the recurrences of ``taylor``)."""
+    (x, r), (cx, cr) = X, carried
+    if cr or not cx or not (r.__class__ in (int, float) or isinstance(r, np.generic)) or r != 2:
+        return None
+    return cauchy(_MULTIPLY, x, x, {}, K)
+
+
+def _weights(K, X):
+    """[1, 2, ..., K] shaped (K, 1, ..., 1) against a stack ``X`` of K coefficients (in its dtype)."""
+    return np.arange(1.0, K + 1, dtype=_dtype(X)).reshape((K,) + (1,) * (len(_shape(X)) - 1))
+
+
+def exp(prim, X, carried, params, K):
+    """``y = exp(x)``: ``k y_k = sum_{j=1..k} j x_j y_{k-j}``, one step per order on the
+    stack of the y's so far (kept newest first, against ``j x_j`` for j = 1..k)."""
+    (X,) = X
+    y = expand_dims(prim.lifted(X[0]), 0)
+    jx = X[1:] * _weights(K, X)
+    rev = y
+    for k in range(1, K + 1):
+        yk = jx[:1] * rev if k == 1 else _sum(jx[:k] * rev, axis=0, keepdims=True) * (1.0 / k)
+        rev = concatenate([yk, rev], axis=0)
+    return rev[::-1]
+
+
+def log(prim, X, carried, params, K):
+    """``y = log(x)``: ``x0 y_k = x_k - (1/k) sum_{j=1..k-1} j y_j x_{k-j}``, one step per
+    order on the stacks of the ``j y_j`` so far and of the x's reversed."""
+    (X,) = X
+    x0 = X[0]
+    r = 1.0 / x0
+    ys = [expand_dims(prim.lifted(x0), 0), X[1:2] * r]
+    if K > 1:
+        rev = X[::-1]                                  # x_K, ..., x_0
+        jy = ys[1]
+        for k in range(2, K + 1):
+            s = _sum(jy * rev[K - k + 1:K], axis=0, keepdims=True)
+            yk = (X[k:k + 1] - s * (1.0 / k)) * r
+            ys.append(yk)
+            if k < K:
+                jy = concatenate([jy, yk * float(k)], axis=0)
+    return concatenate(ys, axis=0)
+
+
+_MULTIPLY = registry.PRIMITIVES['numpy.multiply']
+
+for _names, _rule in (
+        (('numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to', 'numpy.broadcast_to',
+          'numpy.reshape', 'numpy.transpose', 'numpy.scatter_add', 'numpy.at.set', 'numpy.at.add',
+          'numpy.astype', 'numpy.sum', 'numpy.concatenate', 'numpy.cumsum'), linear),
+        (('numpy.getitem',), getitem),
+        (('numpy.where',), select),
+        (('numpy.multiply', 'numpy.matmul', 'numpy.inner', 'numpy.vdot', 'numpy.dot',
+          'numpy.vecdot', 'numpy.convolve', 'numpy.correlate'), product),
+        (('numpy.divide',), divide),
+        (('numpy.power',), power),
+        (('numpy.exp',), exp),
+        (('numpy.log',), log)):
+    for _n in _names:
+        STACKED_RULES[_n] = _rule
