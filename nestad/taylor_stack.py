@@ -13,8 +13,8 @@ with a constant, are vmap's batch rules (``batching.BATCH_RULES``) applied to th
 (a constant, in a function linear in it, as its coefficients ``[c, 0, ..., 0]``).  A
 product of two jets is the Cauchy product ``c_k = sum_{j=0..k} a_j b_{k-j}``: every pair
 (j, k - j) is gathered into one batch and multiplied in one call, and the pairs of each k
-summed; a constant mask selects the real pairs, so that no padding is ever multiplied
-(``0 * inf`` would give nan where the coefficient-wise product gives inf).  ``exp`` and
+summed (padding reads a zero appended to the products, so that no padding is ever
+multiplied: ``0 * inf`` would give nan where the coefficient-wise product gives inf).  ``exp`` and
 ``log`` run their recurrences with one step per order, each on slices of the stacks.
 """
 import numpy as np
@@ -24,7 +24,6 @@ from .batching import BATCH_RULES
 from .numpy._kernel import _is_basic, _shape
 from .numpy._joining import concatenate
 from .numpy._plumbing import expand_dims, reshape, sum as _sum
-from .numpy._selection import where
 from .values import Perturbed
 
 STACKED_RULES = {}     # qualified primitive name -> rule(prim, X, carried, params, K)
@@ -89,35 +88,40 @@ def select(prim, X, carried, params, K):
 
 
 def _pairs(K):
-    """The Cauchy product's pairs (j, k - j), k = 0..K, j = 0..k, on a grid of K + 1 rows
-    by K + 1 columns (column k holds coefficient k's pairs; rows past k are padding):
-    the row indices into each factor's stack, and the mask of real pairs."""
-    m = K + 1
-    i = np.zeros((m, m), dtype=np.intp)
-    j = np.zeros((m, m), dtype=np.intp)
-    mask = np.zeros((m, m), dtype=bool)
-    for k in range(m):
-        for r in range(k + 1):
-            i[r, k], j[r, k], mask[r, k] = r, k - r, True
-    return i, j, mask
+    """The Cauchy product's pairs (j, k - j), k = 0..K, j = 0..k: the row of each in each
+    factor's stack, and a (K + 1) x (K + 1) grid whose column k lists coefficient k's
+    pairs (by their position) and, below them, the position one past the last pair (a
+    zero appended to the products)."""
+    rows = [(j, k - j) for k in range(K + 1) for j in range(k + 1)]
+    grid = np.full((K + 1, K + 1), len(rows), dtype=np.intp)
+    n = 0
+    for k in range(K + 1):
+        grid[:k + 1, k] = np.arange(n, n + k + 1)
+        n += k + 1
+    i, j = (np.array(r, dtype=np.intp) for r in zip(*rows))
+    return i, j, grid
 
 
 _PAIRS = {}
 
 
 def cauchy(prim, A, B, params, K):
-    """``c_k = sum_{j=0..k} prim(a_j, b_{k-j})`` for k = 0..K, from the stacks of two jets."""
+    """``c_k = sum_{j=0..k} prim(a_j, b_{k-j})`` for k = 0..K, from the stacks of two jets:
+    the (K + 1)(K + 2)/2 products in one call, then each k's summed (the grid's padding
+    reads a zero appended to them, never a product with a padding factor)."""
     got = _PAIRS.get(K)
     if got is None:
         got = _PAIRS[K] = _pairs(K)
-    i, j, mask = got
-    m = K + 1
+    i, j, grid = got
     if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
-        P = prim.lifted(A[i], B[j])                      # (m, m, *shape): aligned as they are
+        P = prim.lifted(A[i], B[j])                # (pairs, *shape): aligned as they are
     else:
-        P = _batch(prim, [A[i.ravel()], B[j.ravel()]], [True, True], params)
-        P = reshape(P, (m, m) + _shape(P)[1:])
-    return _sum(where(mask.reshape(mask.shape + (1,) * (len(_shape(P)) - 2)), P, 0.0), axis=0)
+        P = _batch(prim, [A[i], B[j]], [True, True], params)
+    if K == 1:      # (c0, c1) = (P0, P1 + P2): slices and an add, cheaper than the grid
+        return concatenate([P[:1], P[1:2] + P[2:]], axis=0)
+    shape = _shape(P)[1:]
+    P = concatenate([P, np.zeros((1,) + shape, dtype=_dtype(P))], axis=0)
+    return _sum(P[grid], axis=0)
 
 
 def product(prim, X, carried, params, K):

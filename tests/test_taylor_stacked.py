@@ -107,21 +107,23 @@ def test_nesting_with_every_operator(monkeypatch):
         np.testing.assert_allclose(np.ravel(a), np.ravel(b), rtol=1e-12, atol=1e-300)
 
 
-def test_products_keep_non_finite_coefficients_where_they_are(monkeypatch):
-    """A product of two jets whose second coefficients are inf: the primal and the first
-    coefficients stay finite, the second are what the coefficient-wise product gives (no
-    padding of the stacked product is ever multiplied: a 0-1 contraction would make every
-    coefficient nan through 0 * inf)."""
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_products_keep_non_finite_coefficients_where_they_are(monkeypatch, k):
+    """A product of two jets whose last coefficients are inf: the lower coefficients stay
+    finite, the last are what the coefficient-wise product gives (no padding of the
+    stacked product is ever multiplied: a 0-1 contraction would make every coefficient
+    nan through 0 * inf)."""
     def f(a):
         return a * anp.exp(0.1 * a) @ np.ones((2, 2))
-    args = ((np.array([0.5, 2.0]),), ((np.array([1.0, -1.0]), np.array([np.inf, 1.0])),))
+    series = [np.array([1.0, -1.0])] * (k - 1) + [np.array([np.inf, 1.0])]
+    args = ((np.array([0.5, 2.0]),), (series,))
     with np.errstate(all='ignore'):
-        y, (d1, d2) = nd.jet(f, *args)
+        y, out = nd.jet(f, *args)
         coefficientwise(monkeypatch)
-        y_each, (d1_each, d2_each) = nd.jet(f, *args)
-    assert np.all(np.isfinite(y)) and np.all(np.isfinite(d1))
-    assert not np.any(np.isfinite(d2))
-    for a, b in ((y, y_each), (d1, d1_each), (d2, d2_each)):
+        y_each, out_each = nd.jet(f, *args)
+    assert np.all(np.isfinite(y)) and all(np.all(np.isfinite(d)) for d in out[:-1])
+    assert not np.any(np.isfinite(out[-1]))
+    for a, b in zip([y, *out], [y_each, *out_each]):
         np.testing.assert_allclose(a, b, rtol=1e-13)            # (nan equals nan)
 
 
