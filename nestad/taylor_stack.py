@@ -124,6 +124,21 @@ def cauchy(prim, A, B, params, K):
     return _sum(P[grid], axis=0)
 
 
+# The Cauchy product holds all (K + 1)(K + 2)/2 products at once, where the coefficient-
+# wise rule holds one at a time: past this many numbers (8 MB of float64) it is left to
+# that rule (large arrays, whose arithmetic outweighs the calls; O(K) memory).
+PAIRS_LIMIT = 1 << 20
+
+
+def _fits(prim, A, B, K):
+    sa, sb = _shape(A)[1:], _shape(B)[1:]
+    if prim is _MULTIPLY:
+        out = int(np.prod(np.broadcast_shapes(sa, sb)))
+    else:                          # (a bilinear result has at most size(a) size(b) numbers)
+        out = int(np.prod(sa)) * int(np.prod(sb))
+    return (K + 1) * (K + 2) // 2 * max(out, int(np.prod(sa)), int(np.prod(sb))) <= PAIRS_LIMIT
+
+
 def product(prim, X, carried, params, K):
     """A product (``*``, matmul, dot...): with a constant one call on the stack, of two
     jets the Cauchy product."""
@@ -134,6 +149,8 @@ def product(prim, X, carried, params, K):
         return _batch(prim, [a, b], [True, False], params)
     if not ca:
         return _batch(prim, [a, b], [False, True], params)
+    if not _fits(prim, a, b, K):
+        return None
     return cauchy(prim, a, b, params, K)
 
 
@@ -147,7 +164,8 @@ def divide(prim, X, carried, params, K):
 def power(prim, X, carried, params, K):
     """``x ** 2``: the Cauchy square (other powers: the recurrences of ``taylor``)."""
     (x, r), (cx, cr) = X, carried
-    if cr or not cx or not (r.__class__ in (int, float) or isinstance(r, np.generic)) or r != 2:
+    if cr or not cx or not (r.__class__ in (int, float) or isinstance(r, np.generic)) or r != 2 \
+            or not _fits(_MULTIPLY, x, x, K):
         return None
     return cauchy(_MULTIPLY, x, x, {}, K)
 

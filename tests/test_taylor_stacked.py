@@ -139,3 +139,18 @@ def test_float32_stays_float32():
               lambda a: anp.where(a > 0.7, a, 0.0) ** 2 / 3.0):
         y, s = nd.jet(f, (x,), ((x, x, x),))
         assert y.dtype == np.float32 and all(t.dtype == np.float32 for t in s)
+
+
+def test_products_past_the_pairs_limit_are_left_to_the_coefficientwise_rule(monkeypatch):
+    """The Cauchy product holds all its pairs at once: past ``PAIRS_LIMIT`` numbers a
+    product of two jets declines to the coefficient-wise rule (O(K) memory), with the
+    same answer."""
+    from nestad import taylor_stack
+    stacked = nd.derivatives(program, 6)(0.1)
+    calls = []
+    cauchy = taylor_stack.cauchy
+    monkeypatch.setattr(taylor_stack, 'cauchy', lambda *a: calls.append(a) or cauchy(*a))
+    monkeypatch.setattr(taylor_stack, 'PAIRS_LIMIT', 27)
+    small = nd.derivatives(program, 6)(0.1)
+    assert calls == []
+    np.testing.assert_allclose(small, stacked, rtol=1e-12, atol=1e-12 * max(abs(v) for v in stacked))
