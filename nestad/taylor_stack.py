@@ -23,7 +23,7 @@ from . import registry
 from .batching import BATCH_RULES
 from .numpy._kernel import _is_basic, _shape
 from .numpy._joining import concatenate
-from .numpy._plumbing import expand_dims, reshape, sum as _sum
+from .numpy._plumbing import broadcast_to, expand_dims, reshape, sum as _sum
 from .values import Perturbed
 
 STACKED_RULES = {}     # qualified primitive name -> rule(prim, X, carried, params, K)
@@ -116,7 +116,7 @@ def cauchy(prim, A, B, params, K):
     if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
         P = prim.lifted(A[i], B[j])                # (pairs, *shape): aligned as they are
     else:
-        P = _batch(prim, [A[i], B[j]], [True, True], params)
+        P = _products(prim, [A[i], B[j]], [True, True], params)
     if K == 1:      # (c0, c1) = (P0, P1 + P2): slices and an add, cheaper than the grid
         return concatenate([P[:1], P[1:2] + P[2:]], axis=0)
     shape = _shape(P)[1:]
@@ -139,6 +139,38 @@ def _fits(prim, A, B, K):
     return (K + 1) * (K + 2) // 2 * max(out, int(np.prod(sa)), int(np.prod(sb))) <= PAIRS_LIMIT
 
 
+def _products(prim, values, batched, params):
+    """``prim`` of stacked operands (a leading axis on the ``batched`` ones): vmap's batch
+    rule, except that a matrix product folds the leading axes into one stack axis (one
+    2-d product with a shared matrix, else one 3-d stack), which numba's ``@`` takes and
+    the batch rule's 4-d stacks it does not."""
+    if prim is _MATMUL:
+        out = _folded_matmul(*values, *batched)
+        if out is not None:
+            return out
+    return _batch(prim, values, batched, params)
+
+
+def _folded_matmul(a, b, ba, bb):
+    sa, sb = _shape(a), _shape(b)
+    ma, mb = (sa[1:] if ba else sa), (sb[1:] if bb else sb)
+    if len(ma) < 2 or len(mb) < 2:
+        return None                                  # (vectors: the batch rule)
+    if not bb and len(mb) == 2:                      # a shared matrix: one 2-d product
+        return reshape(_MATMUL.lifted(reshape(a, (-1, ma[-1])), b), sa[:-1] + (mb[-1],))
+    if not ba and len(ma) == 2:                      # (on the left: one stack of products)
+        return reshape(_MATMUL.lifted(a, reshape(b, (-1,) + mb[-2:])), sb[:-2] + (ma[-2], mb[-1]))
+    if ma[:-2] != mb[:-2]:
+        return None                                  # (broadcast stacks: the batch rule)
+    n = (sa if ba else sb)[0]
+    if not ba:
+        a = broadcast_to(a, (n,) + sa)
+    if not bb:
+        b = broadcast_to(b, (n,) + sb)
+    out = _MATMUL.lifted(reshape(a, (-1,) + ma[-2:]), reshape(b, (-1,) + mb[-2:]))
+    return reshape(out, (n,) + ma[:-1] + (mb[-1],))
+
+
 def product(prim, X, carried, params, K):
     """A product (``*``, matmul, dot...): with a constant one call on the stack, of two
     jets the Cauchy product."""
@@ -146,9 +178,9 @@ def product(prim, X, carried, params, K):
         return None
     (a, b), (ca, cb) = X, carried
     if not cb:
-        return _batch(prim, [a, b], [True, False], params)
+        return _products(prim, [a, b], [True, False], params)
     if not ca:
-        return _batch(prim, [a, b], [False, True], params)
+        return _products(prim, [a, b], [False, True], params)
     if not _fits(prim, a, b, K):
         return None
     return cauchy(prim, a, b, params, K)
@@ -176,16 +208,17 @@ def _weights(K, X):
 
 
 def exp(prim, X, carried, params, K):
-    """``y = exp(x)``: ``k y_k = sum_{j=1..k} j x_j y_{k-j}``, one step per order on the
-    stack of the y's so far (kept newest first, against ``j x_j`` for j = 1..k)."""
+    """``y = exp(x)``: ``k y_k = sum_{m=0..k-1} (k-m) x_{k-m} y_m``, one step per order on
+    the stack of the y's so far against ``[K x_K, ..., 1 x_1]``'s last k rows.  (The
+    stacks stay in order, not reversed views: numba's reductions take contiguous arrays.)"""
     (X,) = X
     y = expand_dims(prim.lifted(X[0]), 0)
-    jx = X[1:] * _weights(K, X)
-    rev = y
+    jx = X[K:0:-1] * _weights(K, X)[::-1]             # K x_K, ..., 1 x_1
     for k in range(1, K + 1):
-        yk = jx[:1] * rev if k == 1 else _sum(jx[:k] * rev, axis=0, keepdims=True) * (1.0 / k)
-        rev = concatenate([yk, rev], axis=0)
-    return rev[::-1]
+        yk = jx[K - 1:] * y if k == 1 else \
+            _sum(jx[K - k:] * y, axis=0, keepdims=True) * (1.0 / k)
+        y = concatenate([y, yk], axis=0)
+    return y
 
 
 def log(prim, X, carried, params, K):
@@ -208,6 +241,7 @@ def log(prim, X, carried, params, K):
 
 
 _MULTIPLY = registry.PRIMITIVES['numpy.multiply']
+_MATMUL = registry.PRIMITIVES['numpy.matmul']
 
 for _names, _rule in (
         (('numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to', 'numpy.broadcast_to',
