@@ -14,8 +14,8 @@ with a constant, are vmap's batch rules (``batching.BATCH_RULES``) applied to th
 product of two jets is the Cauchy product ``c_k = sum_{j=0..k} a_j b_{k-j}``: every pair
 (j, k - j) is gathered into one batch and multiplied in one call, and the pairs of each k
 summed (padding reads a zero appended to the products, so that no padding is ever
-multiplied: ``0 * inf`` would give nan where the coefficient-wise product gives inf).  ``exp`` and
-``log`` run their recurrences with one step per order, each on slices of the stacks.
+multiplied: ``0 * inf`` would give nan where the coefficient-wise product gives inf).
+``exp`` and ``log`` run their recurrences with one step per order, on slices of the stacks.
 """
 import numpy as np
 
