@@ -30,7 +30,10 @@ p <= 2, at least 20x faster than nesting at k = 8 and 100x at k = 10), and the s
 first call's likewise (polynomial growth).
 
     PYTHONPATH=$PWD python benchmarks/taylor.py [--quick] [--programs scalar,ode,gmm,particle]
-                                                [--ks 1,2,4,8]
+                                                [--ks 1,2,4,8] [--no-numba]
+
+``--no-numba`` leaves out the numba columns of the second table (numba's cold compile of
+one staged jet takes minutes).
 """
 import math
 import os
@@ -52,6 +55,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _report import fmt_time, max_rel_diff, print_table  # noqa: E402
 
 QUICK = "--quick" in sys.argv
+NO_NUMBA = "--no-numba" in sys.argv
 KS = list(range(1, 13))
 if "--ks" in sys.argv:
     KS = [int(k) for k in sys.argv[sys.argv.index("--ks") + 1].split(",")]
@@ -313,7 +317,7 @@ class StagedAgainstJax:
         # function (the first traces and answers, the second compiles and runs)
         fresh = nd.stage(nd.derivatives(self.f, k))
         e2e_python, _ = once(lambda: (fresh(0.0), fresh(0.0)))
-        cols = self.numba(k, ours) if self.numba_last < NUMBA_COMPILE_BUDGET else None
+        cols = self.numba(k, ours) if not NO_NUMBA and self.numba_last < NUMBA_COMPILE_BUDGET else None
         py = (t_python, e2e_python)
         row = [k, fmt_time(t_python), fmt_time(e2e_python)]
         cold = None

@@ -35,6 +35,10 @@ from .structures import flatten
 from .values import Perturbed, _live, escaped, primal_value
 from . import registry
 from .numpy._dispatch import ARRAY_METHODS, SCALAR_METHODS
+from .numpy._joining import stack as anp_stack
+from .numpy._kernel import _shape
+from .numpy._plumbing import broadcast_to as anp_broadcast_to
+from .taylor_stack import STACKED_RULES
 
 
 class Jet(Perturbed):
@@ -56,8 +60,40 @@ class Jet(Perturbed):
 
 class ArrayJet(Jet):
     """A jet whose coefficients are arrays (numpy's methods and operators, installed by
-    ``install``)."""
-    __slots__ = ()
+    ``install``).  Its K + 1 coefficients are held as the primal and a tuple of the K
+    higher ones (``primal``, ``series``), or as one array of shape (K + 1, *shape), the
+    coefficients stacked along a leading order axis (``full``), or both: each form is made
+    from the other when first asked for, and kept.  The stacked rules (``taylor_stack``)
+    apply an operation to every order at once, in one array call for the linear ones."""
+    __slots__ = ('_primal', '_terms', '_full', 'order')
+
+    def __init__(self, tag, primal=None, terms=None, full=None, order=None):
+        if tag not in _live:
+            escaped(tag)
+        self.tag = tag
+        self._primal = primal
+        self._terms = terms
+        self._full = full
+        self.order = len(terms) if order is None else order
+
+    @property
+    def primal(self):
+        if self._primal is None:
+            self._primal = self._full[0]
+        return self._primal
+
+    @property
+    def series(self):
+        if self._terms is None:
+            f = self._full
+            self._terms = tuple(f[k] for k in range(1, self.order + 1))
+        return self._terms
+
+    @property
+    def full(self):
+        if self._full is None:
+            self._full = stacked_terms([self._primal, *self._terms], self._primal)
+        return self._full
 
     def __repr__(self):
         return f"ArrayJet(shape={self.shape}, primal={self.primal!r})"
@@ -68,7 +104,28 @@ def make_jet(tag, coeffs):
     the value ``x0`` itself (a jet of order 0 is its primal)."""
     if len(coeffs) == 1:
         return coeffs[0]
-    return (ArrayJet if is_array(coeffs[0]) else Jet)(tag, coeffs[0], tuple(coeffs[1:]))
+    if is_array(coeffs[0]):
+        return ArrayJet(tag, coeffs[0], tuple(coeffs[1:]))
+    return Jet(tag, coeffs[0], tuple(coeffs[1:]))
+
+
+def stacked_terms(terms, primal):
+    """``terms`` (coefficients shaped like ``primal``, or broadcastable to it: a rule may
+    give a constant's 0.0) stacked along a new leading axis: one array (len(terms), *shape)."""
+    shape = _shape(primal)
+    if all(t.__class__ is np.ndarray and t.shape == shape for t in terms) or \
+            not shape and all(t.__class__ is float or isinstance(t, np.floating) for t in terms):
+        return np.stack(terms)
+    return anp_stack([t if _shape(t) == shape else anp_broadcast_to(t, shape) for t in terms])
+
+
+def full_of(x, K):
+    """The coefficients ``[x0, ..., xK]`` of a jet of the run as one (K + 1, *shape) array
+    (a jet of numbers': an array (K + 1,))."""
+    if x.__class__ is ArrayJet:
+        f = x.full
+        return f if x.order == K else f[:K + 1]
+    return stacked_terms([x.primal, *x.series[:K]], x.primal)
 
 
 def _zero(x):
@@ -105,7 +162,14 @@ class Taylor(Interpretation):
             return prim.apply(self, top, args, carried, primals, params)
         if isinstance(prim, Primitive) and any(is_array(p) for p in primals):
             return _array_route(prim, args)          # a scalar function of a jet of arrays
-        K = min(len(a.series) for a, c in zip(args, carried) if c)
+        K = min(a.order if a.__class__ is ArrayJet else len(a.series) for a, c in zip(args, carried) if c)
+        if prim.__class__ is ArrayPrimitive:
+            rule = STACKED_RULES.get(prim.qualname)
+            if rule is not None:
+                out = rule(prim, [full_of(a, K) if c else a for a, c in zip(args, carried)],
+                           carried, params, K)
+                if out is not None:
+                    return stacked_jet(top, out, K)
         xs = [coefficients(a, top, K) if c else a for a, c in zip(args, carried)]
         rule = RULES.get(prim.qualname)
         if rule is None:
@@ -118,6 +182,15 @@ class Taylor(Interpretation):
 
 TAYLOR = Taylor()
 Jet.interpretation = TAYLOR
+
+
+def stacked_jet(top, full, K):
+    """The result of a stacked rule, its coefficients ``full`` (K + 1, *shape): an array
+    jet; a jet of numbers where the result is a plain number (as the coefficient-wise
+    rules make it)."""
+    if full.__class__ is np.ndarray and full.ndim == 1:
+        return Jet(top, full[0], tuple(full[1:]))
+    return ArrayJet(top, full=full, order=K)
 
 
 def _low(xs, carried, top, m):
