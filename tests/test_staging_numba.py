@@ -325,6 +325,25 @@ def test_numba_optimises_at_its_level_and_restores_numbas(monkeypatch):
 X = np.array([0.3, -0.7, 1.1])
 
 
+def test_numba_compiles_a_long_program_in_pieces(monkeypatch):
+    # pieces of 4 lines: each a numba function taking the live variables and the
+    # constant arrays; the numbers are the Python backend's
+    from nestad.staging import numba_backend
+    monkeypatch.setattr(numba_backend, 'PIECE_LINES', 4)
+    c = np.array([0.5, -1.5, 2.0])
+
+    def f(x):
+        for _ in range(4):
+            x = nd.numpy.sin(x * c) + x[::-1] * 0.5
+        return x
+    g = nd.stage(f, backend="numba")
+    g(X)
+    assert_same_arrays(g, nd.stage(f), (X,))
+    fn = next(iter(g.cache.values()))[0].fn
+    source = open(getattr(fn, 'dispatcher', fn).py_func.__code__.co_filename).read()
+    assert "staged_2(*(_s + (" in source
+
+
 def test_numba_spells_with_its_lowering_table():
     # numba's table (nestad.staging.lowering) overrides the Python spelling of two array
     # primitives with numba implementations of their own

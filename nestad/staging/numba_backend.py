@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from . import lowering
-from .codegen import python_source
+from .codegen import python_sources
 from .program import Program
 from ..numpy._elementwise import _power_plain
 from ..primitives import _pow_plain, _real_pow
@@ -664,6 +664,30 @@ class _optimisation(object):
         self.lock.release()
 
 
+# A long program is compiled in pieces of about this many top-level lines
+# (``codegen.python_sources``: each piece a function taking the variables live where it
+# starts, the last function calling them in turn).  LLVM's time grows faster than a
+# function's length (its SROA pass over the allocas of every variable: 27 of the 82 s of
+# CPU of GradBench's ode jet at k = 1 as one function of 636 equations); in pieces, 62 s
+# (numba still links the pieces' code into the calling function and optimises it there).
+PIECE_LINES = 100
+
+
+def _taking(source, arrays, calls):
+    """A function of ``python_sources`` taking the constant ``arrays`` as its last
+    parameters; ``calls``: its lines call the pieces (``_s = staged_1(*_s)``), which
+    pass the arrays on."""
+    extra = ", ".join(arrays)
+    head, *lines = source.split("\n")                 # def staged(x, y):
+    head = head[:-2] + (", " if head[-3] != "(" else "") + extra + "):"
+    if calls:
+        for i, line in enumerate(lines):
+            call, args = line[:-1].split("(", 1)
+            args = f"*(_s + ({extra},))" if args == "*_s" else (args + ", " if args else "") + extra
+            lines[i] = f"{call}({args})"
+    return "\n".join([head] + lines)
+
+
 def _with_constants(jitted, arrays):
     def staged(*args):
         return jitted(*args, *arrays)
@@ -687,14 +711,14 @@ def compile_numba(fn, program):
         return fn
     taught = _teach(numba)
     _cache_helpers()
-    source, glb = python_source(program, fn.__name__, backend='numba')
-    # Constant arrays become arguments: numba would freeze them into the machine code
-    # (slow to compile for large ones, and code holding them is not cached).
+    sources, glb = python_sources(program, fn.__name__, backend='numba', piece=PIECE_LINES)
+    # Constant arrays become arguments (of every piece): numba would freeze them into the
+    # machine code (slow to compile for large ones, and code holding them is not cached).
     arrays = [name for name, value in glb.items() if isinstance(value, np.ndarray)]
     if arrays:
-        head, body = source.split("\n", 1)            # def staged(x, y):
-        head = head[:-2] + (", " if head[-3] != "(" else "") + ", ".join(arrays) + "):"
-        source = head + "\n" + body
+        sources = [_taking(src, arrays, j == len(sources) - 1 > 0) for j, src in enumerate(sources)]
+    source = "\n\n".join(sources)
+    pieces = [f"{fn.__name__}_{j}" for j in range(len(sources) - 1)]
     path = _cache_file(source, glb)
     glb['np'] = _NUMPY
     # numba loading cached code imports the module its globals name (compiled nopython
@@ -707,6 +731,8 @@ def compile_numba(fn, program):
                 # would not give Python's answer, so that the call reruns as Python)
                 glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
         exec(compile(source, path or f"<nestad staged {fn.__name__}>", "exec"), glb)
+        for name in pieces:         # (the last function calls them from the module's globals)
+            glb[name] = numba.njit(cache=path is not None)(glb[name])
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
         if arrays:
             jitted = _with_constants(jitted, [glb[name] for name in arrays])
