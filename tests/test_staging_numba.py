@@ -254,15 +254,20 @@ def test_numba_compiles_array_powers():
 
 
 _CACHE_PROBE = """
+import sys
 import numpy as np, nestad as nd
-f = nd.stage(lambda x, v: nd.hvp(lambda x: nd.numpy.sum(nd.numpy.tanh(x) * x[::-1]), x, v),
-             backend="numba")
+from nestad.staging import numba_backend
+inner = lambda x: nd.numpy.sum(nd.numpy.tanh(x) * x[::-1])
+f = nd.stage(lambda x, v: nd.hvp(inner, x, v) * inner(x) if sys.argv[1] == "a" else  # (a sum)
+             v * nd.numpy.sum(x * x), backend="numba")
 x = np.linspace(-1.0, 1.0, 50)
 f(x, x)                                      # traces
 print(f(x, x)[7])                            # compiles (or loads) and runs
 c = next(iter(f.cache.values()))[0].fn
 stats = getattr(c, 'dispatcher', c).stats
 print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+helpers = [d.stats for d in numba_backend._HELPERS]  # (the reductions' pairwise sums...)
+print(sum(sum(s.cache_hits.values()) for s in helpers), sum(sum(s.cache_misses.values()) for s in helpers))
 """
 
 
@@ -272,15 +277,71 @@ def test_numba_code_is_cached_on_disk(tmp_path):
     import sys
     env = dict(os.environ, NESTAD_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    runs = [subprocess.run([sys.executable, "-c", _CACHE_PROBE], env=env, capture_output=True,
-                           text=True, check=True).stdout.split("\n") for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", _CACHE_PROBE, which], env=env, capture_output=True,
+                           text=True, check=True).stdout.split("\n") for which in "aab"]
     assert runs[0][0] == runs[1][0]                         # the same numbers
     assert runs[0][1] == "0 1"                              # compiled, stored
     assert runs[1][1] == "1 0"                              # loaded, not compiled
     assert any(p.name.endswith(".nbi") for p in tmp_path.rglob("*"))
+    # the helpers the first program compiled (its sum's) are stored apart: a new program
+    # in a new process compiles itself and loads them
+    hits, misses = map(int, runs[0][2].split())
+    assert hits == 0 and misses > 0
+    assert runs[2][1] == "0 1"
+    hits, misses = map(int, runs[2][2].split())
+    assert hits > 0 and misses == 0
+    assert any(p.name.endswith(".nbi") for p in (tmp_path / "numba" / "helpers").rglob("*"))
+
+
+def test_numba_optimises_at_its_level_and_restores_numbas(monkeypatch):
+    # LLVM runs at OPT_LEVEL while a staged program compiles (its callees included), and
+    # numba's own level is back afterwards, also where numba fails and the call falls back
+    from numba.core import config
+    from numba.core.codegen import CPUCodegen
+
+    from nestad.staging import numba_backend
+    levels, builder = [], CPUCodegen._pass_builder
+
+    def recording(self, **kwargs):
+        levels.append(kwargs.get('opt', config.OPT))
+        return builder(self, **kwargs)
+    monkeypatch.setattr(CPUCodegen, '_pass_builder', recording)
+    before = config.OPT
+    if before == numba_backend.OPT_LEVEL:
+        pytest.skip("NUMBA_OPT is the backend's level already")
+    g = nd.stage(lambda x: nd.exp(x) * 0.25 + x, backend="numba")
+    g(0.5)
+    assert g(0.5) == math.exp(0.5) * 0.25 + 0.5
+    assert levels and all(level in (0, numba_backend.OPT_LEVEL) for level in levels)
+    assert numba_backend.OPT_LEVEL in levels           # (0: numba's cheap pre-pass)
+    assert config.OPT is before
+    h = nd.stage(lambda x: nd.numpy.einsum('i,i->', x, x), backend="numba")
+    h(X)
+    with pytest.warns(UserWarning, match="numba could not compile"):
+        h(X)
+    assert config.OPT is before
 
 
 X = np.array([0.3, -0.7, 1.1])
+
+
+def test_numba_compiles_a_long_program_in_pieces(monkeypatch):
+    # pieces of 4 lines: each a numba function taking the live variables and the
+    # constant arrays; the numbers are the Python backend's
+    from nestad.staging import numba_backend
+    monkeypatch.setattr(numba_backend, 'PIECE_LINES', 4)
+    c = np.array([0.5, -1.5, 2.0])
+
+    def f(x):
+        for _ in range(4):
+            x = nd.numpy.sin(x * c) + x[::-1] * 0.5
+        return x
+    g = nd.stage(f, backend="numba")
+    g(X)
+    assert_same_arrays(g, nd.stage(f), (X,))
+    fn = next(iter(g.cache.values()))[0].fn
+    source = open(getattr(fn, 'dispatcher', fn).py_func.__code__.co_filename).read()
+    assert "staged_2(*(_s + (" in source
 
 
 def test_numba_spells_with_its_lowering_table():

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from . import lowering
-from .codegen import python_source
+from .codegen import python_sources
 from .program import Program
 from ..numpy._elementwise import _power_plain
 from ..primitives import _pow_plain, _real_pow
@@ -156,15 +156,17 @@ def _reduce_middle(b, kind):
         if is_sum and post == 1:
             out[i, 0] = 0.0 + _pairwise(flat, i * n, n)
             continue
-        acc = np.zeros(post) if is_sum else b[i, 0, :].copy()
+        # (element by element: a slice assignment brings numba's broadcasting checks and
+        # the formatting of their error messages, seconds of compile)
+        for k in range(post):
+            out[i, k] = 0.0 if is_sum else b[i, 0, k]
         for j in range(0 if is_sum else 1, n):
             for k in range(post):
-                x = b[i, j, k]
+                x, acc = b[i, j, k], out[i, k]
                 if is_sum:
-                    acc[k] += x
-                elif acc[k] == acc[k] and (x != x or (x >= acc[k] if kind == 1 else x <= acc[k])):
-                    acc[k] = x
-        out[i, :] = acc
+                    out[i, k] = acc + x
+                elif acc == acc and (x != x or (x >= acc if kind == 1 else x <= acc)):
+                    out[i, k] = x
     return out
 
 
@@ -262,12 +264,19 @@ def _teach_arrays(numba, types, overload):
     C-ordered float64 arrays; other arguments find none, and the program runs as Python.
     Returns the plain implementations it teaches (left as they are in generated code)."""
     global _block_sum, _pairwise, _reduce_middle    # (they call each other compiled)
-    global _product, _product_y, _product_xy
-    _block_sum, _pairwise = numba.njit(_block_sum), numba.njit(_pairwise)
-    _product_xy = numba.njit(_product_xy)
+    global _product, _product_y, _product_xy, _stacked
+    _block_sum, _pairwise = _helper(numba, _block_sum), _helper(numba, _pairwise)
+    _product_xy = _helper(numba, _product_xy)
     _product_y = _static_where_c(numba, _product_y, 1)
     _product = _static_where_c(numba, _product, 0)
-    _reduce_middle = numba.njit(_reduce_middle)
+    _reduce_middle = _helper(numba, _reduce_middle)
+    _stacked = _helper(numba, _stacked)
+
+    @overload(_slab)
+    def slab(x, i):                     # a matrix of a stack, or the matrix itself
+        if x.ndim == 3:
+            return lambda x, i: x[i % x.shape[0]]
+        return lambda x, i: x
 
     def reduction(a, axis, keepdims, kind):
         if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == 'C'
@@ -314,9 +323,7 @@ def _teach_arrays(numba, types, overload):
         if isinstance(a, types.Float):
             ones = (1,) * (len(axis.types) if isinstance(axis, types.BaseTuple) else 1)
             return lambda a, axis: np.full(ones, a)
-    sum_to = numba.njit(_sum_to)
-    whole, slab = numba.njit(lambda x, i: x), numba.njit(lambda x, i: x[i % x.shape[0]])
-    product = _product
+    sum_to = _helper(numba, _sum_to)
 
     @overload(operator.matmul)
     def matmul(a, b):                   # numba's '@' takes 1-d and 2-d arrays only
@@ -324,23 +331,10 @@ def _teach_arrays(numba, types, overload):
                 {a.ndim, b.ndim} <= {2, 3} and 3 in (a.ndim, b.ndim) and
                 a.dtype == b.dtype == types.float64):
             return None
-        part_a, part_b = (slab if x.ndim == 3 else whole for x in (a, b))
+        return lambda a, b: _stacked(a, b)
 
-        def stacked(a, b):
-            # one product per matrix of the stack (batch axes of length 1 broadcast;
-            # the shapes were checked by numpy when the program was traced)
-            n = max(a.shape[0] if a.ndim == 3 else 1, b.shape[0] if b.ndim == 3 else 1)
-            out = np.empty((n, a.shape[-2], b.shape[-1]))
-            for i in range(n):
-                product(part_a(a, i), part_b(b, i), out[i])
-            return out
-        return stacked
-
-    def reciprocal(x):
-        return 1.0 / x                  # numpy's reciprocal of a float: IEEE's 1 / x
-
-    _NAMES.update(_nb_reciprocal=numba.njit(reciprocal), _nb_sum_to=sum_to,
-                  _nb_scatter_add=numba.njit(_scatter_add))
+    _NAMES.update(_nb_reciprocal=_helper(numba, _reciprocal), _nb_sum_to=sum_to,
+                  _nb_scatter_add=_helper(numba, _scatter_add))
 
     @overload(_power_plain)
     def power(x, y):
@@ -361,13 +355,64 @@ def _teach_arrays(numba, types, overload):
     return {_power_plain}
 
 
+# ---------------------------------------------------------------- helpers cached on disk
+# The functions above compile once per signature and process, typed and optimised apart
+# (a second or so each); as numba's cached functions their machine code is kept in
+# ``cache_dir()/helpers``, so a new program (in any process) calls the helpers its
+# signatures already compiled instead of compiling them again.  numba's index of them is
+# keyed by signature and voided when this file changes (its time and size) or numba's
+# version does.  Overloads (the small functions choosing among them by type) cannot be
+# cached: they are compiled into each program.
+_HELPERS = []           # the helpers' dispatchers
+_HELPERS_AT = [None]    # the cache directory their caches were made for
+
+
+def _helper(numba, fn):
+    dispatcher = numba.njit(fn)
+    _HELPERS.append(dispatcher)
+    _HELPERS_AT[0] = None
+    return dispatcher
+
+
+def _cache_helpers():
+    """Point the helpers' caches at ``cache_dir()/helpers`` (again, if it moved: a test or
+    a benchmark sets ``NESTAD_CACHE_DIR`` per run)."""
+    where = os.path.join(cache_dir(), 'helpers')
+    if _HELPERS_AT[0] == where:
+        return
+    from numba.core import caching
+
+    class Locator(caching.UserProvidedCacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file, self._lineno = py_file, py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(where, self.get_suitable_cache_subpath(py_file))
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            # (numba's, less its test of NUMBA_CACHE_DIR)
+            return super(caching.UserProvidedCacheLocator, cls).from_function(py_func, py_file)
+
+    class Impl(caching.CompileResultCacheImpl):
+        _locator_classes = [Locator]
+
+    class Cache(caching.FunctionCache):
+        _impl_class = Impl
+
+    for dispatcher in _HELPERS:
+        try:
+            dispatcher._cache = Cache(dispatcher.py_func)
+        except Exception:               # (no writable directory, no source file: not cached)
+            dispatcher._cache = caching.NullCache()
+    _HELPERS_AT[0] = where
+
+
 def _static_where_c(numba, fn, k):
     """fn compiled, with its run-time choice of layout for operand ``k`` skipped where
     numba's type says it is C-ordered (its flags would pick the C branch): each branch
     taken costs numba a typed copy of the rest of the chain and its BLAS calls (a
     stacked product of a C stack and a transposed one took 25 s to compile)."""
     from numba.extending import overload
-    compiled = numba.njit(fn)
+    compiled = _helper(numba, fn)
 
     def stub(x, y, out):
         return fn(x, y, out)
@@ -379,6 +424,26 @@ def _static_where_c(numba, fn, k):
             return lambda x, y, out: rest(x, y, out)
         return lambda x, y, out: compiled(x, y, out)
     return stub
+
+
+def _reciprocal(x):
+    return 1.0 / x                      # numpy's reciprocal of a float: IEEE's 1 / x
+
+
+def _slab(x, i):
+    """Matrix ``i`` of a stack (batch axes of length 1 broadcast), or a matrix itself:
+    numba's implementation is taught (``_teach_arrays``)."""
+    return x[i % x.shape[0]] if x.ndim == 3 else x
+
+
+def _stacked(a, b):
+    """``a @ b`` where one or both are stacks of matrices: one product per matrix of the
+    stack (the shapes were checked by numpy when the program was traced)."""
+    n = max(a.shape[0] if a.ndim == 3 else 1, b.shape[0] if b.ndim == 3 else 1)
+    out = np.empty((n, a.shape[-2], b.shape[-1]))
+    for i in range(n):
+        _product(_slab(a, i), _slab(b, i), out[i])
+    return out
 
 
 def _product(x, y, out):
@@ -516,7 +581,8 @@ def _cache_file(source, glb):
     its globals' values, and the versions of what compiles it; None when a global has no
     stable fingerprint or the directory cannot be written."""
     import numba
-    parts = [source, numba.__version__, np.__version__, _SELF, _code_key(compile_numba.__code__),
+    parts = [source, numba.__version__, np.__version__, _SELF, f"opt {OPT_LEVEL}",
+             _code_key(compile_numba.__code__),
              _fingerprint(_teach_arrays), _fingerprint(_teach)]
     for name in sorted(glb):
         if name.startswith('__') or name in _NAMES:     # (_NAMES: _teach_arrays's, above)
@@ -569,6 +635,59 @@ def _complaint(e):
     return f"{type(e).__name__}: {line}"
 
 
+# LLVM's optimisation level for a staged program's compile (numba's default is 3, from
+# NUMBA_OPT).  A staged program is one long function of array loops, inlined callees
+# included, and LLVM's O3 passes over it were most of a cold compile (GradBench's gmm
+# jet at k = 1: 58 s of CPU at 3, 34 s at 1), while its calls ran at about the same speed
+# (numpy-sized loops and BLAS calls; notes/benchmarks.md, "numba's cold compile").  At 0
+# the calls ran twice as slow.
+OPT_LEVEL = 1
+
+
+class _optimisation(object):
+    """numba's optimisation level set to ``level`` while a staged program compiles (its
+    callees are compiled then too): numba reads ``config.OPT`` whenever it optimises a
+    function.  The compiler lock is held so that no other thread compiles meanwhile."""
+
+    def __init__(self, numba, level):
+        from numba.core import config
+        from numba.core.compiler_lock import global_compiler_lock
+        self.config, self.lock, self.level = config, global_compiler_lock, level
+
+    def __enter__(self):
+        self.lock.acquire()
+        self.saved = self.config.OPT
+        self.config.OPT = type(self.saved)(self.level)
+
+    def __exit__(self, *exc):
+        self.config.OPT = self.saved
+        self.lock.release()
+
+
+# A long program is compiled in pieces of about this many top-level lines
+# (``codegen.python_sources``: each piece a function taking the variables live where it
+# starts, the last function calling them in turn).  LLVM's time grows faster than a
+# function's length (its SROA pass over the allocas of every variable: 27 of the 82 s of
+# CPU of GradBench's ode jet at k = 1 as one function of 636 equations); in pieces, 62 s
+# (numba still links the pieces' code into the calling function and optimises it there).
+PIECE_LINES = 100
+
+
+def _taking(source, arrays, calls):
+    """A function of ``python_sources`` taking the constant ``arrays`` as its last
+    parameters; ``calls``: its lines call the pieces (``_s = staged_1(*_s)``), which
+    pass the arrays on."""
+    extra = ", ".join(arrays)
+    head, *lines = source.split("\n")                 # def staged(x, y):
+    head = head[:-2] + (", " if head[-3] != "(" else "") + extra + "):"
+    if calls:
+        for i, line in enumerate(lines):
+            call, args = line[:-1].split("(", 1)
+            args = f"*(_s + ({extra},))" if args == "*_s" else (args + ", " if args else "") + extra
+            lines[i] = f"{call}({args})"
+    return "\n".join([head] + lines)
+
+
 def _with_constants(jitted, arrays):
     def staged(*args):
         return jitted(*args, *arrays)
@@ -591,14 +710,15 @@ def compile_numba(fn, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     taught = _teach(numba)
-    source, glb = python_source(program, fn.__name__, backend='numba')
-    # Constant arrays become arguments: numba would freeze them into the machine code
-    # (slow to compile for large ones, and code holding them is not cached).
+    _cache_helpers()
+    sources, glb = python_sources(program, fn.__name__, backend='numba', piece=PIECE_LINES)
+    # Constant arrays become arguments (of every piece): numba would freeze them into the
+    # machine code (slow to compile for large ones, and code holding them is not cached).
     arrays = [name for name, value in glb.items() if isinstance(value, np.ndarray)]
     if arrays:
-        head, body = source.split("\n", 1)            # def staged(x, y):
-        head = head[:-2] + (", " if head[-3] != "(" else "") + ", ".join(arrays) + "):"
-        source = head + "\n" + body
+        sources = [_taking(src, arrays, j == len(sources) - 1 > 0) for j, src in enumerate(sources)]
+    source = "\n\n".join(sources)
+    pieces = [f"{fn.__name__}_{j}" for j in range(len(sources) - 1)]
     path = _cache_file(source, glb)
     glb['np'] = _NUMPY
     # numba loading cached code imports the module its globals name (compiled nopython
@@ -611,11 +731,13 @@ def compile_numba(fn, program):
                 # would not give Python's answer, so that the call reruns as Python)
                 glb[name] = numba.njit(cache=False)(getattr(value, 'numba', value))
         exec(compile(source, path or f"<nestad staged {fn.__name__}>", "exec"), glb)
+        for name in pieces:         # (the last function calls them from the module's globals)
+            glb[name] = numba.njit(cache=path is not None)(glb[name])
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
         if arrays:
             jitted = _with_constants(jitted, [glb[name] for name in arrays])
-        with warnings.catch_warnings():     # (advice: '@' is faster on contiguous arrays)
-            warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)
+        with warnings.catch_warnings(), _optimisation(numba, OPT_LEVEL):
+            warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)  # ('@' of non-contiguous)
             jitted(*program.example)    # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         if isinstance(e, GuardFailure):

@@ -91,8 +91,9 @@ class Compiled:
         self.guarded = any(e.op is GUARD for e in program.eqns)
 
     def compile(self):
-        # (numba compiles its own spelling, as one function: its programs are not cut into
-        # pieces; the Python spelling is what runs where numba cannot)
+        # (numba compiles its own spelling, cut into pieces of its own size,
+        # numba_backend.PIECE_LINES; this Python spelling, one function, is what runs
+        # where numba cannot)
         with young_collections_only():       # (the program is large and lives on)
             self.fn, self.source = compile_python(
                 self.program, "staged", backend=self.source_backend,
