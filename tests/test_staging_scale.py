@@ -162,17 +162,24 @@ def test_staging_memory_is_linear_and_released():
 
 def test_pieces_are_cut_by_characters_too():
     # compile() needs about 100 bytes per character of source: a piece stops after
-    # PIECE_CHARS characters (and the caller passes each piece's results on as a tuple)
+    # PIECE_CHARS characters, or two per equation in a longer program, up to
+    # PIECE_CHARS_MAX (and the caller passes each piece's results on as a tuple)
+    lines, chars = codegen.PIECE_LINES, codegen.PIECE_CHARS
+    assert codegen.piece_limits(lines, 1_000) == (lines, chars)
+    assert codegen.piece_limits(lines, 30_000) == (3 * lines, 3 * chars)
+    assert codegen.piece_limits(lines, 10 ** 7)[1] == codegen.PIECE_CHARS_MAX
     mix, xs = long_mix(3000)
     g = nd.gradient_r(mix)
     program = nd.trace(g, xs)
+    limit = codegen.piece_limits(lines, len(program.eqns))[1]
+    assert limit > chars
     sources, _ = codegen.python_sources(program, piece=codegen.PIECE_LINES)
     *pieces, caller = sources
     assert len(pieces) >= 3
     for src in pieces[:-1]:
         body = src.split("\n")[1:-1]
         longest = max(len(ln) for ln in body)
-        assert sum(len(ln) for ln in body[:-1]) < codegen.PIECE_CHARS + longest
+        assert sum(len(ln) for ln in body[:-1]) < limit + longest
     assert max(len(ln) for ln in caller.split("\n")[2:]) < 40     # (after the first call)
     fn, _ = codegen.compile_python(program, piece=codegen.PIECE_LINES)
     assert list(fn(*xs)) == g(xs)

@@ -40,6 +40,7 @@ class _Emitter:
         self.templates = {}     # op -> the template spelling it, or None
         self.quick = {}         # op -> emit_eqns' short way to spell it (_quick), or None
         self.piece = None       # lines per piece of a long function (None: one function)
+        self.piece_chars = PIECE_CHARS      # (pieces) and characters
         self.alive = {}         # (pieces) top-level variable -> its name, while it is live
         self.cuts = []          # (pieces) (line where a piece starts, names live there)
 
@@ -178,7 +179,7 @@ class _Emitter:
                     if len(lines) > counted:
                         chars += sum(map(len, lines[counted:]))
                         counted = len(lines)
-                    if counted - start >= self.piece or chars >= PIECE_CHARS:
+                    if counted - start >= self.piece or chars >= self.piece_chars:
                         start, chars = counted, 0
                         self.cuts.append((start, list(dict.fromkeys(alive.values()))))
                 gone = release.get(k)
@@ -200,7 +201,7 @@ class _Emitter:
                 if len(lines) > counted:    # after PIECE_LINES lines or PIECE_CHARS
                     chars += sum(map(len, lines[counted:]))
                     counted = len(lines)
-                if counted - start >= self.piece or chars >= PIECE_CHARS:
+                if counted - start >= self.piece or chars >= self.piece_chars:
                     start, chars = counted, 0
                     self.cuts.append((start, list(dict.fromkeys(alive.values()))))
             if op is GUARD:
@@ -468,6 +469,20 @@ def _may_raise(spelling):
 # piece is also cut after PIECE_CHARS characters (about 2 MB to compile it).
 PIECE_LINES = 1000
 PIECE_CHARS = 20_000
+# ... or, in a program of more than PIECE_CHARS / 2 equations, two characters per
+# equation, up to PIECE_CHARS_MAX: each cut costs compile() the names of the values
+# live there twice (a piece's return, the next one's parameters: several hundred in a
+# gradient of many inputs, about 3 us each), a third of the time of 20,000-character
+# pieces; and compiling a piece of 2n characters for n equations takes about 200 bytes
+# per equation, what a 20,000-character piece takes at 10,000 equations.
+PIECE_CHARS_MAX = 200_000
+
+
+def piece_limits(lines, equations):
+    """(lines, characters) at which a piece of a function of ``equations`` equations is
+    cut, given ``lines`` (PIECE_LINES) for a program of up to PIECE_CHARS equations."""
+    chars = max(PIECE_CHARS, min(PIECE_CHARS_MAX, 2 * equations))
+    return lines * chars // PIECE_CHARS, chars
 
 
 def python_source(program, name="staged", safe=False, glb=None, backend='python'):
@@ -484,12 +499,14 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
     """(sources, globals): as ``python_source``, the function's source as a list of
     definitions, the function ``name`` last.  With ``piece`` (lines), a long function is
     cut at top-level lines into functions ``name_0``, ``name_1``... of about that many
-    lines, each taking the variables live where it starts and returning those live
+    lines or PIECE_CHARS characters (more in a longer program: ``piece_limits``), each
+    taking the variables live where it starts and returning those live
     where the next starts; ``name`` calls them in turn.  So each piece can be compiled
     by itself: ``compile()``'s memory (its syntax tree, several times the source) stays
     that of one piece, not of the whole function, and its time linear."""
     em = _Emitter(safe, backend)
-    em.piece = piece
+    if piece is not None:
+        em.piece, em.piece_chars = piece_limits(piece, len(program.eqns))
     if glb is not None:
         glb.update((k, v) for k, v in em.globals.items() if k not in glb)
         em.globals = glb
