@@ -141,7 +141,7 @@ class _Emitter:
         eqns = accumulate(eqns, keep)
         inline, release = self._plan(eqns, keep)
         names, lines, expression, fresh = self.names, self.lines, self.expression, self.fresh
-        inlined, const, quick = self.inlined, self.const, self.quick
+        inlined, const, quick, free = self.inlined, self.const, self.quick, self.free
         pieces = self.piece is not None and indent == 4
         alive, start = self.alive, len(lines)
         counted, chars = start, 0   # (pieces: lines measured, and their characters)
@@ -151,8 +151,9 @@ class _Emitter:
             if q is False:
                 q = quick[op] = self._quick(op)
             if q is not None and not eqn.params and eqn.tree is None:
-                # The common equation (an operator or math call on scalars): expression's
-                # work, written out here since it runs once per equation.
+                # The common equation (an operator or math call on scalars): expression's,
+                # release's and fresh's work, written out here since it runs once per
+                # equation.
                 template, level, needs = q
                 args = []
                 j = 0
@@ -160,8 +161,7 @@ class _Emitter:
                     if a.__class__ is Var:
                         i = id(a)
                         code = names[i]
-                        p = inlined.get(i)
-                        if p is not None and p < needs[j]:
+                        if i in inlined and inlined[i] < needs[j]:
                             code = f"({code})"
                     elif a.__class__ is float and 0.0 < a < _INF:
                         code = repr(a)          # (const's answer for most constants)
@@ -170,7 +170,8 @@ class _Emitter:
                     args.append(code)
                     j += 1
                 expr = template.format(*args)
-                out = id(eqn.outs[0])
+                var = eqn.outs[0]
+                out = id(var)
                 if inline[k]:
                     names[out] = expr
                     inlined[out] = level
@@ -182,14 +183,22 @@ class _Emitter:
                     if counted - start >= self.piece or chars >= self.piece_chars:
                         start, chars = counted, 0
                         self.cuts.append((start, list(dict.fromkeys(alive.values()))))
-                gone = release.get(k)
-                if gone:
-                    self.release(gone, pieces)
-                target = names[out] = fresh()
+                gone = release[k]
+                if gone is not None:
+                    for v in gone:
+                        free.append(names[id(v)])
+                        if pieces:
+                            alive.pop(v, None)
+                if free:
+                    target = free.pop()
+                else:
+                    self.count += 1
+                    target = f"v{self.count}"
+                names[out] = target
                 line = f"{pad}{target} = {expr}"
                 lines.append(line)
                 if pieces:
-                    alive[eqn.outs[0]] = target
+                    alive[var] = target
                     chars += len(line)      # (counted: the next test need not slice lines)
                     counted += 1
                 continue
@@ -209,19 +218,19 @@ class _Emitter:
                 cond = f"not {test}" if eqn.params['expect'] else test
                 site = eqn.params.get('site')
                 lines.append(f"{pad}if {cond}: raise _GuardFailure({k}, {site!r})")
-                self.release(release.get(k), pieces)
+                self.release(release[k], pieces)
                 continue
             custom = getattr(op, 'emit_lines', None)
             if custom is not None:
                 custom(self, eqn, indent)
-                self.release(release.get(k), pieces)
+                self.release(release[k], pieces)
                 if pieces:
                     for v in eqn.outs:
                         if id(v) in names:
                             alive[v] = names[id(v)]
                 continue
             expr = expression(eqn)
-            self.release(release.get(k), pieces)
+            self.release(release[k], pieces)
             if eqn.tree is None:
                 out = eqn.outs[0]
                 target = names[id(out)] = fresh()
@@ -255,7 +264,7 @@ class _Emitter:
     def _plan(self, eqns, keep):
         """(inline, release): for each equation, whether its value is written inside its
         one reader's expression rather than on a line of its own; and, for each line,
-        the variables whose last reader it is.
+        the variables whose last reader it is (or None).
 
         Inlined: a scalar result of an expression spelling (an operator or a ``math``
         function: not a call of a plain implementation, nor of ``RAISES``, whose errors
@@ -334,10 +343,14 @@ class _Emitter:
             for a in eqn.args:
                 if a.__class__ is Var and a not in depth and last.get(a, -1) < line:
                     last[a] = line
-        release = {}
+        release = [None] * n
         for v, k in last.items():    # (in a fixed order: the source is the same in every process)
             if k < n:
-                release.setdefault(k, []).append(v)
+                gone = release[k]
+                if gone is None:
+                    release[k] = [v]
+                else:
+                    gone.append(v)
         return inline, release
 
     def _inlinable(self, op):
