@@ -12,6 +12,7 @@ implementations instead (``Compiled.__call__``), so staged code gives the number
 eager code gives, at the speed of ``math`` where nothing is exceptional.
 """
 import math
+import operator
 import re
 
 import numpy as np
@@ -25,6 +26,7 @@ from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 _SIMPLE_LITERALS = (bool, int, str, type(None))
 _DEPTH = 8              # inlined expressions nest at most this deep
 _INF = math.inf
+_OP = operator.attrgetter('op')
 
 
 class _Emitter:
@@ -276,33 +278,33 @@ class _Emitter:
         computes that expression."""
         n = len(eqns)
         # (It runs once per equation: ops' properties are looked up once per op, in
-        # ``frees`` and ``spelled``.)
+        # ``frees``, ``spelled`` and ``takes``.)
+        ops = set(map(_OP, eqns))
+        frees = {}                   # op -> its free_vars, for the ops that have one
+        for op in ops:
+            free = getattr(op, 'free_vars', None)
+            if free is not None:
+                frees[op] = free
+        spelled = {op: self._inlinable(op) for op in ops}   # may its value be inlined
+        takes = {op: op is not GUARD and getattr(op, 'emit_lines', None) is None
+                 for op in ops}      # may an expression be written inside its own
         reader = {}                  # variable -> its one reader, or -1 if read elsewhere too
-        frees = {}                   # op -> its free_vars, or None
         for k, eqn in enumerate(eqns):
             for a in eqn.args:
                 if a.__class__ is Var:
                     reader[a] = k if a not in reader else -1
-            op = eqn.op
-            free = frees.get(op, False)
-            if free is False:
-                free = frees[op] = getattr(op, 'free_vars', None)
-            if free is not None:
-                for v in free(eqn):
-                    reader[v] = -1              # (read by a loop: a line of its own)
+            if frees:
+                free = frees.get(eqn.op)
+                if free is not None:
+                    for v in free(eqn):
+                        reader[v] = -1          # (read by a loop: a line of its own)
         for v in keep:
             reader[v] = -1
         inline = [False] * n
         into = [0] * n               # for an inlined equation, the one it is written in
         depth = {}                   # inlined variable -> how deep its expression nests
-        spelled = {}                 # op -> may its expression be written inline
-        takes = {}                   # op -> may an expression be written inside its own
         for k, eqn in enumerate(eqns):
-            op = eqn.op
-            ok = spelled.get(op)
-            if ok is None:
-                ok = spelled[op] = self._inlinable(op)
-            if not ok or eqn.tree is not None:
+            if not spelled[eqn.op] or eqn.tree is not None:
                 continue
             out = eqn.outs[0]
             r = reader.get(out, -1)
@@ -310,18 +312,12 @@ class _Emitter:
                 continue
             d = 0
             for a in eqn.args:
-                if a.__class__ is Var:
-                    e = depth.get(a, 0)
+                if a.__class__ is Var and a in depth:
+                    e = depth[a]
                     if e > d:
                         d = e
-            if d >= _DEPTH:          # this one is a line: its inlined arguments stay
-                continue
-            ro = eqns[r].op
-            ok = takes.get(ro)
-            if ok is None:
-                ok = takes[ro] = ro is not GUARD and getattr(ro, 'emit_lines', None) is None
-            if not ok:
-                continue
+            if d >= _DEPTH or not takes[eqns[r].op]:
+                continue             # (too deep: this one is a line, its inlined arguments stay)
             inline[k] = True
             into[k] = r
             depth[out] = d + 1
@@ -335,11 +331,12 @@ class _Emitter:
                 line = at[k] = at[into[k]]
             else:
                 line = k
-                free = frees[eqn.op]
-                if free is not None:
-                    for v in free(eqn):
-                        if last.get(v, -1) < k:
-                            last[v] = k
+                if frees:
+                    free = frees.get(eqn.op)
+                    if free is not None:
+                        for v in free(eqn):
+                            if last.get(v, -1) < k:
+                                last[v] = k
             for a in eqn.args:
                 if a.__class__ is Var and a not in depth and last.get(a, -1) < line:
                     last[a] = line
