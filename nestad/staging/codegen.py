@@ -140,8 +140,11 @@ class _Emitter:
         which makes long straight-line code about twice as fast); variables in ``keep``
         live to the end."""
         pad = " " * indent
-        eqns = accumulate(eqns, keep)
-        inline, release = self._plan(eqns, keep)
+        ops = set(map(_OP, eqns))
+        rewritten = accumulate(eqns, keep, ops)
+        if rewritten is not eqns:
+            eqns, ops = rewritten, set(map(_OP, rewritten))
+        inline, release = self._plan(eqns, keep, ops)
         names, lines, expression, fresh = self.names, self.lines, self.expression, self.fresh
         inlined, const, quick, free = self.inlined, self.const, self.quick, self.free
         pieces = self.piece is not None and indent == 4
@@ -263,7 +266,7 @@ class _Emitter:
         level, needs = _shape(template)
         return template, level, needs
 
-    def _plan(self, eqns, keep):
+    def _plan(self, eqns, keep, ops=None):
         """(inline, release): for each equation, whether its value is written inside its
         one reader's expression rather than on a line of its own; and, for each line,
         the variables whose last reader it is (or None).
@@ -279,7 +282,8 @@ class _Emitter:
         n = len(eqns)
         # (It runs once per equation: ops' properties are looked up once per op, in
         # ``frees``, ``spelled`` and ``takes``.)
-        ops = set(map(_OP, eqns))
+        if ops is None:              # (the set of the equations' ops)
+            ops = set(map(_OP, eqns))
         frees = {}                   # op -> its free_vars, for the ops that have one
         for op in ops:
             free = getattr(op, 'free_vars', None)
