@@ -588,8 +588,10 @@ def record2(op, x, y):
     The equation is kept compact, as ``(op, a, b)`` in its result's tracer (which
     ``t.eqns`` holds: ``Trace.equations``); where the arguments are their own keys
     (variables, most floats) that tuple is also its CSE key."""
-    stack = getattr(_state, 'stack', None)
-    t = stack[-1] if stack else None
+    try:
+        t = _state.stack[-1]
+    except (AttributeError, IndexError):        # (no trace is being recorded)
+        return None
     a, b = x, y
     constant = False            # a plain number among the arguments?
     c = a.__class__
@@ -613,8 +615,6 @@ def record2(op, x, y):
             kb = _const_key(b)
         constant = True
     else:
-        return None
-    if t is None:
         return None
     val = op.plain(va, vb)
     c = val.__class__
@@ -649,9 +649,11 @@ def record2(op, x, y):
 def record1(op, a):
     """``record2`` for one argument, a scalar tracer of the active trace (None
     otherwise)."""
-    stack = getattr(_state, 'stack', None)
-    t = stack[-1] if stack else None
-    if a.__class__ is not Tracer or a.trace is not t or t is None:
+    try:
+        t = _state.stack[-1]
+    except (AttributeError, IndexError):
+        return None
+    if a.__class__ is not Tracer or a.trace is not t:
         return None
     val = op.plain(a.val)
     c = val.__class__
