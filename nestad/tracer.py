@@ -616,6 +616,14 @@ def record2(op, x, y):
         constant = True
     else:
         return None
+    # (an equal equation recorded before is its answer, before computing: an identity's
+    # equation is never recorded, so looking it up first changes nothing)
+    rec = (op, a, b)
+    key = rec if ka is a and kb is b else (op, ka, kb)
+    cse = t.cse
+    hit = cse.get(key)
+    if hit is not None:
+        return hit
     val = op.plain(va, vb)
     c = val.__class__
     if c is not float and c is not int and c is not bool:
@@ -628,12 +636,6 @@ def record2(op, x, y):
             same = simplify(x, y)
             if same is not None:
                 return same
-    rec = (op, a, b)
-    key = rec if ka is a and kb is b else (op, ka, kb)
-    cse = t.cse
-    hit = cse.get(key)
-    if hit is not None:
-        return hit
     if c is float:
         var = _new(Var)
         var.shape, var.dtype, var.scalar = (), _FLOAT64, True
@@ -655,6 +657,11 @@ def record1(op, a):
         return None
     if a.__class__ is not Tracer or a.trace is not t:
         return None
+    key = (op, a.var)           # (compact, and looked up first, as in record2)
+    cse = t.cse
+    hit = cse.get(key)
+    if hit is not None:
+        return hit
     val = op.plain(a.val)
     c = val.__class__
     if c is not float and c is not int and c is not bool:
@@ -664,11 +671,6 @@ def record1(op, a):
         same = simplify(a)
         if same is not None:
             return same
-    key = (op, a.var)           # (compact, as in record2)
-    cse = t.cse
-    hit = cse.get(key)
-    if hit is not None:
-        return hit
     if c is float:
         var = _new(Var)
         var.shape, var.dtype, var.scalar = (), _FLOAT64, True
