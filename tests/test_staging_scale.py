@@ -162,11 +162,11 @@ def test_staging_memory_is_linear_and_released():
 
 def test_pieces_are_cut_by_characters_too():
     # compile() needs about 100 bytes per character of source: a piece stops after
-    # PIECE_CHARS characters, or two per equation in a longer program, up to
+    # PIECE_CHARS characters, or two and a half per equation in a longer program, up to
     # PIECE_CHARS_MAX (and the caller passes each piece's results on as a tuple)
     lines, chars = codegen.PIECE_LINES, codegen.PIECE_CHARS
     assert codegen.piece_limits(lines, 1_000) == (lines, chars)
-    assert codegen.piece_limits(lines, 30_000) == (3 * lines, 3 * chars)
+    assert codegen.piece_limits(lines, 32_000) == (4 * lines, 4 * chars)
     assert codegen.piece_limits(lines, 10 ** 7)[1] == codegen.PIECE_CHARS_MAX
     mix, xs = long_mix(3000)
     g = nd.gradient_r(mix)

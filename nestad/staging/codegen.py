@@ -483,19 +483,20 @@ def _may_raise(spelling):
 # piece is also cut after PIECE_CHARS characters (about 2 MB to compile it).
 PIECE_LINES = 1000
 PIECE_CHARS = 20_000
-# ... or, in a program of more than PIECE_CHARS / 2 equations, two characters per
+# ... or, in a program of more than 8,000 equations, two and a half characters per
 # equation, up to PIECE_CHARS_MAX: each cut costs compile() the names of the values
 # live there twice (a piece's return, the next one's parameters: several hundred in a
 # gradient of many inputs, about 3 us each), a third of the time of 20,000-character
-# pieces; and compiling a piece of 2n characters for n equations takes about 200 bytes
-# per equation, what a 20,000-character piece takes at 10,000 equations.
+# pieces; and compiling a piece of 2.5n characters for n equations takes about 250
+# bytes per equation, which keeps the second call's peak under the first's (tracing's:
+# measured at 1e4, 1.2e4 and 1.5e4 equations; three characters did not at 1.2e4).
 PIECE_CHARS_MAX = 200_000
 
 
 def piece_limits(lines, equations):
     """(lines, characters) at which a piece of a function of ``equations`` equations is
     cut, given ``lines`` (PIECE_LINES) for a program of up to PIECE_CHARS equations."""
-    chars = max(PIECE_CHARS, min(PIECE_CHARS_MAX, 2 * equations))
+    chars = max(PIECE_CHARS, min(PIECE_CHARS_MAX, 5 * equations // 2))
     return lines * chars // PIECE_CHARS, chars
 
 
