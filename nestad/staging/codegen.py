@@ -34,7 +34,7 @@ class _Emitter:
         self.safe = safe        # spell nothing with a function that raises where IEEE answers
         self.spellings, names = lowering.spellings(backend)
         self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure, **names}
-        self.names = {}
+        self.names = {}         # id(var) -> its name or inlined expression, while to be read
         self.lines = []
         self.count = 0
         self.free = []          # names of variables no longer needed, to reuse
@@ -92,9 +92,11 @@ class _Emitter:
             needs = _shape(template)[1] if template.__class__ is str else _ANYWHERE
             for j, a in enumerate(eqn.args):
                 if a.__class__ is Var:
-                    p = inlined.get(id(a))
-                    if p is not None and p < needs[j]:
-                        args[j] = f"({args[j]})"
+                    p = inlined.pop(id(a), None)    # (read once: by this expression)
+                    if p is not None:
+                        del names[id(a)]
+                        if p < needs[j]:
+                            args[j] = f"({args[j]})"
         if template is not None:
             if not eqn.params and template.__class__ is str:
                 return template.format(*args)
@@ -165,9 +167,12 @@ class _Emitter:
                 for a in eqn.args:
                     if a.__class__ is Var:
                         i = id(a)
-                        code = names[i]
-                        if i in inlined and inlined[i] < needs[j]:
-                            code = f"({code})"
+                        if i in inlined:        # (its one reader: the entries go)
+                            code = names.pop(i)
+                            if inlined.pop(i) < needs[j]:
+                                code = f"({code})"
+                        else:
+                            code = names[i]
                     elif a.__class__ is float and 0.0 < a < _INF:
                         code = repr(a)          # (const's answer for most constants)
                     else:
@@ -191,7 +196,7 @@ class _Emitter:
                 gone = release[k]
                 if gone is not None:
                     for v in gone:
-                        free.append(names[id(v)])
+                        free.append(names.pop(id(v)))
                         if pieces:
                             alive.pop(v, None)
                 if free:
@@ -368,7 +373,7 @@ class _Emitter:
         if variables:
             names, free = self.names, self.free
             for v in variables:
-                free.append(names[id(v)])
+                free.append(names.pop(id(v)))
                 if pieces:
                     self.alive.pop(v, None)
 
