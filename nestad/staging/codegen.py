@@ -297,18 +297,29 @@ class _Emitter:
         spelled = {op: self._inlinable(op) for op in ops}   # may its value be inlined
         takes = {op: op is not GUARD and getattr(op, 'emit_lines', None) is None
                  for op in ops}      # may an expression be written inside its own
-        reader = {}                  # variable -> its one reader, or -1 if read elsewhere too
-        for k, eqn in enumerate(eqns):
-            for a in eqn.args:
-                if a.__class__ is Var:
-                    reader[a] = k if a not in reader else -1
+        # Each equation's one reader (-1: none, or more than one), from the last equation
+        # back: a variable leaves ``reader`` where it is defined, so the dict holds only
+        # the variables live there (a few hundred, not the program's size: its lookups
+        # stay in the cache, which made this pass slower per equation in longer programs).
+        reader = dict.fromkeys(keep, -1)    # variable -> its one reader so far, or -1
+        only = [-1] * n
+        pop = reader.pop
+        for k in range(n - 1, -1, -1):
+            eqn = eqns[k]
             if frees:
                 free = frees.get(eqn.op)
                 if free is not None:
                     for v in free(eqn):
                         reader[v] = -1          # (read by a loop: a line of its own)
-        for v in keep:
-            reader[v] = -1
+            for a in eqn.args:
+                if a.__class__ is Var:
+                    reader[a] = k if a not in reader else -1
+            outs = eqn.outs
+            if len(outs) == 1:
+                only[k] = pop(outs[0], -1)
+            else:
+                for v in outs:
+                    pop(v, None)
         inline = [False] * n
         into = [0] * n               # for an inlined equation, the one it is written in
         depth = {}                   # inlined variable -> how deep its expression nests
@@ -316,13 +327,13 @@ class _Emitter:
             if not spelled[eqn.op] or eqn.tree is not None:
                 continue
             out = eqn.outs[0]
-            r = reader.get(out, -1)
+            r = only[k]
             if r < 0 or not out.scalar:
                 continue
             d = 0
             for a in eqn.args:
                 if a.__class__ is Var and a in depth:
-                    e = depth[a]
+                    e = depth.pop(a)        # (its one reader: the dict holds the live ones)
                     if e > d:
                         d = e
             if d >= _DEPTH or not takes[eqns[r].op]:
@@ -338,6 +349,7 @@ class _Emitter:
             eqn = eqns[k]
             if inline[k]:
                 line = at[k] = at[into[k]]
+                del last[eqn.outs[0]]       # (read inline by its one reader: no name to free)
             else:
                 line = k
                 if frees:
@@ -347,7 +359,7 @@ class _Emitter:
                             if last.get(v, -1) < k:
                                 last[v] = k
             for a in eqn.args:
-                if a.__class__ is Var and a not in depth and last.get(a, -1) < line:
+                if a.__class__ is Var and last.get(a, -1) < line:
                     last[a] = line
         release = [None] * n
         for v, k in last.items():    # (in a fixed order: the source is the same in every process)
