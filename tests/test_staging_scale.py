@@ -10,6 +10,7 @@ import pytest
 import nestad as nd
 from nestad.staging import codegen
 from nestad.staging.program import GuardFailure
+from nestad.tracer import Var
 
 
 def bits(x):
@@ -183,6 +184,27 @@ def test_pieces_are_cut_by_characters_too():
     assert max(len(ln) for ln in caller.split("\n")[2:]) < 40     # (after the first call)
     fn, _ = codegen.compile_python(program, piece=codegen.PIECE_LINES)
     assert list(fn(*xs)) == g(xs)
+
+
+def test_code_generation_forgets_each_variable_after_its_last_reader():
+    # code generation keeps per-variable state in dicts; holding every variable of a long
+    # program made each lookup a cache miss (superlinear time), so a name or an inlined
+    # expression leaves once its last reader is written: what is left is what is kept
+    mix, xs = long_mix(1000)
+    program = nd.trace(nd.gradient_r(mix), xs)
+    em = codegen._Emitter()
+    for k, v in enumerate(program.inputs):
+        em.names[id(v)] = f"x{k}"
+    keep = [o for o in program.outputs if isinstance(o, Var)]
+    em.emit_eqns(program.eqns, 4, keep=keep)
+    assert len(program.eqns) > 5000
+    assert set(em.names) == {id(v) for v in keep} and not em.inlined
+    fn = compile("def f(" + ", ".join(f"x{k}" for k in range(len(xs))) + "):\n" +
+                 "\n".join(em.lines) + "\n    return " + ", ".join(em.arg(o) for o in keep),
+                 "<test>", "exec")
+    space = dict(em.globals)
+    exec(fn, space)
+    assert list(space["f"](*xs)) == nd.gradient_r(mix)(xs)
 
 
 def test_a_list_of_floats_is_keyed_without_flattening():
