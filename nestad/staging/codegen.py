@@ -322,7 +322,7 @@ class _Emitter:
                     pop(v, None)
         inline = [False] * n
         into = [0] * n               # for an inlined equation, the one it is written in
-        depth = {}                   # inlined variable -> how deep its expression nests
+        deep = [0] * n               # how deep the expressions written inside each one nest
         for k, eqn in enumerate(eqns):
             if not spelled[eqn.op] or eqn.tree is not None:
                 continue
@@ -330,17 +330,13 @@ class _Emitter:
             r = only[k]
             if r < 0 or not out.scalar:
                 continue
-            d = 0
-            for a in eqn.args:
-                if a.__class__ is Var and a in depth:
-                    e = depth.pop(a)        # (its one reader: the dict holds the live ones)
-                    if e > d:
-                        d = e
+            d = deep[k]
             if d >= _DEPTH or not takes[eqns[r].op]:
                 continue             # (too deep: this one is a line, its inlined arguments stay)
             inline[k] = True
             into[k] = r
-            depth[out] = d + 1
+            if deep[r] <= d:
+                deep[r] = d + 1
         last = {}
         for v in keep:
             last[v] = n
