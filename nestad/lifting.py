@@ -29,7 +29,7 @@ from . import registry
 from .arrays import ArrayBundle, ArrayTapeCell, is_array, subclass_error
 from .errors import InvalidInputError
 from .interpret import EMPTY
-from .tracer import SCALAR_OPS, ArrayTracer, Tracer, apply_traced
+from .tracer import SCALAR_OPS, ArrayTracer, Tracer, apply_traced, record1
 from .values import Batched, Bundle, Perturbed, TapeCell, next_id
 
 # Scalar primitive name -> the nestad.numpy primitive used when an argument is an array
@@ -120,8 +120,11 @@ def lift1(prim, x):
         p = x.primal
         out = prim.lifted(p)
         return TapeCell(x.tag, next_id(), out, ((x, prim.partials[0](p, out)),))
+    if cls is Tracer:                       # (tracing: before the ABC's isinstance)
+        out = record1(prim, x)
+        return out if out is not None else apply_traced(prim, (x,), EMPTY)
     if isinstance(x, Real):
-        return apply_traced(prim, (x,), {}) if cls is Tracer else prim.plain(x)
+        return prim.plain(x)
     if isinstance(x, _ARRAY_CLASSES) or is_array(x):
         return _array_route(prim, (x,))
     if isinstance(x, Perturbed):            # another interpretation's value

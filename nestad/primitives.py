@@ -23,7 +23,7 @@ from .errors import InvalidInputError
 from .interpret import bind
 from .lifting import ARRAY_ROUTES, Primitive, lift1, lift2
 from . import tracer as _tracer
-from .tracer import RAISES, SIMPLIFY, ArrayTracer, Tracer, apply_traced
+from .tracer import RAISES, SIMPLIFY, ArrayTracer, Tracer, apply_traced, record2
 from .values import Batched, Bundle, Perturbed, TapeCell, modular_pow_error, next_id, primal_value
 
 _ARRAYS = (np.ndarray, ArrayTracer)
@@ -742,7 +742,10 @@ def _tracer_rpow(x, y):
 def _tracer_mul(x, y):
     c = y.__class__
     if c is Tracer or c is _float or c is _int:
-        return apply_traced(MUL, (x, y), _NO_PARAMS)     # (lift2's answer, sooner)
+        # (lift2's answer, sooner: record2 records it, else apply_traced in general;
+        # never ``or``, which would ask a traced result's truth: a guard)
+        out = record2(MUL, x, y)
+        return out if out is not None else apply_traced(MUL, (x, y), _NO_PARAMS)
     if isinstance(y, (list, tuple, str)):
         return NotImplemented       # a repetition: Python asks the count's __index__
     return lift2(MUL, x, y)
@@ -751,7 +754,8 @@ def _tracer_mul(x, y):
 def _tracer_rmul(x, y):
     c = y.__class__
     if c is _float or c is _int:
-        return apply_traced(MUL, (y, x), _NO_PARAMS)
+        out = record2(MUL, y, x)
+        return out if out is not None else apply_traced(MUL, (y, x), _NO_PARAMS)
     if isinstance(y, (list, tuple, str)):
         return NotImplemented
     return lift2(MUL, y, x)
@@ -764,13 +768,15 @@ def _tracer_pair(prim):
     def forward(self, other):
         c = other.__class__
         if c is Tracer or c is _float or c is _int:
-            return apply_traced(prim, (self, other), _NO_PARAMS)
+            out = record2(prim, self, other)
+            return out if out is not None else apply_traced(prim, (self, other), _NO_PARAMS)
         return lift2(prim, self, other)
 
     def reflected(self, other):
         c = other.__class__
         if c is _float or c is _int:
-            return apply_traced(prim, (other, self), _NO_PARAMS)
+            out = record2(prim, other, self)
+            return out if out is not None else apply_traced(prim, (other, self), _NO_PARAMS)
         return lift2(prim, other, self)
     return forward, reflected
 

@@ -178,7 +178,8 @@ _NO_PARAMS = {}         # (shared by the equations without parameters: never wri
 
 
 # op -> function of its arguments giving an argument that equals the result exactly
-# (x * 1.0 is x for every float), or None: applied before recording.
+# (x * 1.0 is x for every float), or None: applied before recording.  A scalar
+# primitive's identity needs a plain number among its arguments (record2 asks only then).
 SIMPLIFY = {}
 
 # Python operators that raise on some scalar operands where eager code would raise too
@@ -536,75 +537,18 @@ def apply_traced(op, args, params):
     if not params and op.__class__ in SCALAR_OPS:
         # The common case, without resolve's and record's generality: a scalar
         # primitive on scalar tracers of the active trace and plain numbers.
-        stack = getattr(_state, 'stack', None)
-        t = stack[-1] if stack else None
-        if len(args) == 2:
-            # (two arguments, most operations: record_scalar's work written out here,
-            # since tracing runs it once per operation)
-            a, b = args
-            c = a.__class__
-            if c is Tracer and a.trace is t:
-                va = a.val
-                a = ka = a.var
-            elif c is float or c is int:
-                va = a
-                ka = a if c is float and a and a == a else _const_key(a)
-            else:
-                t = None
-            c = b.__class__
-            if c is Tracer and b.trace is t:
-                vb = b.val
-                b = kb = b.var
-            elif c is float or c is int:
-                vb = b
-                kb = b if c is float and b and b == b else _const_key(b)
-            else:
-                t = None
-            if t is not None:
-                val = op.plain(va, vb)
-                c = val.__class__
-                if c is float or c is int or c is bool:
-                    simplify = SIMPLIFY.get(op)
-                    if simplify is not None:
-                        same = simplify(*args)
-                        if same is not None:
-                            return same
-                    # The equation is kept compact, as (op, a, b) in its tracer (which
-                    # ``t.eqns`` holds: ``Trace.equations``); where the arguments are
-                    # their own keys (variables, most floats) that tuple is the CSE key.
-                    rec = (op, a, b)
-                    key = rec if ka is a and kb is b else (op, ka, kb)
-                    cse = t.cse
-                    hit = cse.get(key)
-                    if hit is not None:
-                        return hit
-                    var = Var((), _FLOAT64, True) if c is float else Var(*_aval(val))
-                    out = Tracer(t, var, val, rec)
-                    t.eqns.append(out)
-                    cse[key] = out
-                    return out
-        elif len(args) == 1:
-            a = args[0]
-            if a.__class__ is Tracer and a.trace is t:
-                val = op.plain(a.val)
-                c = val.__class__
-                if c is float or c is int or c is bool:
-                    simplify = SIMPLIFY.get(op)
-                    if simplify is not None:
-                        same = simplify(a)
-                        if same is not None:
-                            return same
-                    key = (op, a.var)           # (compact, as above)
-                    cse = t.cse
-                    hit = cse.get(key)
-                    if hit is not None:
-                        return hit
-                    var = Var((), _FLOAT64, True) if c is float else Var(*_aval(val))
-                    out = Tracer(t, var, val, key)
-                    t.eqns.append(out)
-                    cse[key] = out
-                    return out
+        n = len(args)
+        if n == 2:
+            out = record2(op, args[0], args[1])
+            if out is not None:
+                return out
+        elif n == 1:
+            out = record1(op, args[0])
+            if out is not None:
+                return out
         else:
+            stack = getattr(_state, 'stack', None)
+            t = stack[-1] if stack else None
             vals = []
             for a in args:
                 c = a.__class__
@@ -627,6 +571,116 @@ def apply_traced(op, args, params):
     if val is None or isinstance(val, (tuple, list, dict, str)):   # a user primitive's function
         raise one_output_error(op.name, val)
     return trace.record(op, args, params, val)
+
+
+# Tracing runs ``record2``/``record1`` once per scalar operation (most of a trace's
+# time): they make the result's Var and tracer without calling their ``__init__``
+# (``_new``, then the slots), and ask ``SIMPLIFY`` only where an identity can apply.
+_new = object.__new__
+
+
+def record2(op, x, y):
+    """``apply_traced`` of scalar primitive ``op`` (no parameters) on two arguments, each
+    a scalar tracer of the active trace or a Python float or int, giving a Python number:
+    its tracer (or the argument an identity gives); None where that is not the case
+    (``apply_traced``'s general path then records it).
+
+    The equation is kept compact, as ``(op, a, b)`` in its result's tracer (which
+    ``t.eqns`` holds: ``Trace.equations``); where the arguments are their own keys
+    (variables, most floats) that tuple is also its CSE key."""
+    try:
+        t = _state.stack[-1]
+    except (AttributeError, IndexError):        # (no trace is being recorded)
+        return None
+    a, b = x, y
+    constant = False            # a plain number among the arguments?
+    c = a.__class__
+    if c is Tracer and a.trace is t:
+        va = a.val
+        a = ka = a.var
+    elif c is float or c is int:
+        va = ka = a
+        if c is not float or not a or a != a:
+            ka = _const_key(a)
+        constant = True
+    else:
+        return None
+    c = b.__class__
+    if c is Tracer and b.trace is t:
+        vb = b.val
+        b = kb = b.var
+    elif c is float or c is int:
+        vb = kb = b
+        if c is not float or not b or b != b:
+            kb = _const_key(b)
+        constant = True
+    else:
+        return None
+    # (an equal equation recorded before is its answer, before computing: an identity's
+    # equation is never recorded, so looking it up first changes nothing)
+    rec = (op, a, b)
+    key = rec if ka is a and kb is b else (op, ka, kb)
+    cse = t.cse
+    hit = cse.get(key)
+    if hit is not None:
+        return hit
+    val = op.plain(va, vb)
+    c = val.__class__
+    if c is not float and c is not int and c is not bool:
+        return None
+    if constant:
+        # (a scalar primitive's identities, x * 1.0, need a plain number; they read
+        # the arguments' tracers)
+        simplify = SIMPLIFY.get(op)
+        if simplify is not None:
+            same = simplify(x, y)
+            if same is not None:
+                return same
+    if c is float:
+        var = _new(Var)
+        var.shape, var.dtype, var.scalar = (), _FLOAT64, True
+    else:
+        var = Var(*_aval(val))
+    out = _new(Tracer)
+    out.trace, out.var, out.val, out.eqn = t, var, val, rec
+    t.eqns.append(out)
+    cse[key] = out
+    return out
+
+
+def record1(op, a):
+    """``record2`` for one argument, a scalar tracer of the active trace (None
+    otherwise)."""
+    try:
+        t = _state.stack[-1]
+    except (AttributeError, IndexError):
+        return None
+    if a.__class__ is not Tracer or a.trace is not t:
+        return None
+    key = (op, a.var)           # (compact, and looked up first, as in record2)
+    cse = t.cse
+    hit = cse.get(key)
+    if hit is not None:
+        return hit
+    val = op.plain(a.val)
+    c = val.__class__
+    if c is not float and c is not int and c is not bool:
+        return None
+    simplify = SIMPLIFY.get(op)
+    if simplify is not None:
+        same = simplify(a)
+        if same is not None:
+            return same
+    if c is float:
+        var = _new(Var)
+        var.shape, var.dtype, var.scalar = (), _FLOAT64, True
+    else:
+        var = Var(*_aval(val))
+    out = _new(Tracer)
+    out.trace, out.var, out.val, out.eqn = t, var, val, key
+    t.eqns.append(out)
+    cse[key] = out
+    return out
 
 
 # Classes of scalar primitives (nestad.lifting.Primitive): apply_traced's fast path.

@@ -10,6 +10,7 @@ import pytest
 import nestad as nd
 from nestad.staging import codegen
 from nestad.staging.program import GuardFailure
+from nestad.tracer import Var
 
 
 def bits(x):
@@ -162,20 +163,48 @@ def test_staging_memory_is_linear_and_released():
 
 def test_pieces_are_cut_by_characters_too():
     # compile() needs about 100 bytes per character of source: a piece stops after
-    # PIECE_CHARS characters (and the caller passes each piece's results on as a tuple)
+    # PIECE_CHARS characters, or two and a half per equation in a longer program, up to
+    # PIECE_CHARS_MAX (and the caller passes each piece's results on as a tuple)
+    lines, chars = codegen.PIECE_LINES, codegen.PIECE_CHARS
+    assert codegen.piece_limits(lines, 1_000) == (lines, chars)
+    assert codegen.piece_limits(lines, 32_000) == (4 * lines, 4 * chars)
+    assert codegen.piece_limits(lines, 10 ** 7)[1] == codegen.PIECE_CHARS_MAX
     mix, xs = long_mix(3000)
     g = nd.gradient_r(mix)
     program = nd.trace(g, xs)
+    limit = codegen.piece_limits(lines, len(program.eqns))[1]
+    assert limit > chars
     sources, _ = codegen.python_sources(program, piece=codegen.PIECE_LINES)
     *pieces, caller = sources
     assert len(pieces) >= 3
     for src in pieces[:-1]:
         body = src.split("\n")[1:-1]
         longest = max(len(ln) for ln in body)
-        assert sum(len(ln) for ln in body[:-1]) < codegen.PIECE_CHARS + longest
+        assert sum(len(ln) for ln in body[:-1]) < limit + longest
     assert max(len(ln) for ln in caller.split("\n")[2:]) < 40     # (after the first call)
     fn, _ = codegen.compile_python(program, piece=codegen.PIECE_LINES)
     assert list(fn(*xs)) == g(xs)
+
+
+def test_code_generation_forgets_each_variable_after_its_last_reader():
+    # code generation keeps per-variable state in dicts; holding every variable of a long
+    # program made each lookup a cache miss (superlinear time), so a name or an inlined
+    # expression leaves once its last reader is written: what is left is what is kept
+    mix, xs = long_mix(1000)
+    program = nd.trace(nd.gradient_r(mix), xs)
+    em = codegen._Emitter()
+    for k, v in enumerate(program.inputs):
+        em.names[id(v)] = f"x{k}"
+    keep = [o for o in program.outputs if isinstance(o, Var)]
+    em.emit_eqns(program.eqns, 4, keep=keep)
+    assert len(program.eqns) > 5000
+    assert set(em.names) == {id(v) for v in keep} and not em.inlined
+    fn = compile("def f(" + ", ".join(f"x{k}" for k in range(len(xs))) + "):\n" +
+                 "\n".join(em.lines) + "\n    return " + ", ".join(em.arg(o) for o in keep),
+                 "<test>", "exec")
+    space = dict(em.globals)
+    exec(fn, space)
+    assert list(space["f"](*xs)) == nd.gradient_r(mix)(xs)
 
 
 def test_a_list_of_floats_is_keyed_without_flattening():

@@ -120,11 +120,13 @@ def _var_uses(eqns, keep):
     return uses
 
 
-def rewrite(eqns, keep):
+def rewrite(eqns, keep, ops=None):
     """``eqns`` with sums of scatters (and lone scatters) as ``scatter_sum`` equations;
-    ``keep``: variables read after ``eqns`` (outputs)."""
+    ``keep``: variables read after ``eqns`` (outputs); ``ops``: the set of their ops, if
+    the caller has it."""
     scatter, add = _ops()
-    if scatter is None or not any(e.op is scatter for e in eqns):
+    if scatter is None or scatter not in (ops if ops is not None else
+                                          {e.op for e in eqns}):
         return eqns
     uses = _var_uses(eqns, keep)
     terms = {}        # id(var) -> ([(g, index)...], dtype, shape, position of its equation)

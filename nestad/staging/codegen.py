@@ -12,6 +12,7 @@ implementations instead (``Compiled.__call__``), so staged code gives the number
 eager code gives, at the speed of ``math`` where nothing is exceptional.
 """
 import math
+import operator
 import re
 
 import numpy as np
@@ -25,6 +26,7 @@ from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 _SIMPLE_LITERALS = (bool, int, str, type(None))
 _DEPTH = 8              # inlined expressions nest at most this deep
 _INF = math.inf
+_OP = operator.attrgetter('op')
 
 
 class _Emitter:
@@ -32,7 +34,7 @@ class _Emitter:
         self.safe = safe        # spell nothing with a function that raises where IEEE answers
         self.spellings, names = lowering.spellings(backend)
         self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure, **names}
-        self.names = {}
+        self.names = {}         # id(var) -> its name or inlined expression, while to be read
         self.lines = []
         self.count = 0
         self.free = []          # names of variables no longer needed, to reuse
@@ -40,6 +42,7 @@ class _Emitter:
         self.templates = {}     # op -> the template spelling it, or None
         self.quick = {}         # op -> emit_eqns' short way to spell it (_quick), or None
         self.piece = None       # lines per piece of a long function (None: one function)
+        self.piece_chars = PIECE_CHARS      # (pieces) and characters
         self.alive = {}         # (pieces) top-level variable -> its name, while it is live
         self.cuts = []          # (pieces) (line where a piece starts, names live there)
 
@@ -89,9 +92,11 @@ class _Emitter:
             needs = _shape(template)[1] if template.__class__ is str else _ANYWHERE
             for j, a in enumerate(eqn.args):
                 if a.__class__ is Var:
-                    p = inlined.get(id(a))
-                    if p is not None and p < needs[j]:
-                        args[j] = f"({args[j]})"
+                    p = inlined.pop(id(a), None)    # (read once: by this expression)
+                    if p is not None:
+                        del names[id(a)]
+                        if p < needs[j]:
+                            args[j] = f"({args[j]})"
         if template is not None:
             if not eqn.params and template.__class__ is str:
                 return template.format(*args)
@@ -137,10 +142,13 @@ class _Emitter:
         which makes long straight-line code about twice as fast); variables in ``keep``
         live to the end."""
         pad = " " * indent
-        eqns = accumulate(eqns, keep)
-        inline, release = self._plan(eqns, keep)
+        ops = set(map(_OP, eqns))
+        rewritten = accumulate(eqns, keep, ops)
+        if rewritten is not eqns:
+            eqns, ops = rewritten, set(map(_OP, rewritten))
+        inline, release = self._plan(eqns, keep, ops)
         names, lines, expression, fresh = self.names, self.lines, self.expression, self.fresh
-        inlined, const, quick = self.inlined, self.const, self.quick
+        inlined, const, quick, free = self.inlined, self.const, self.quick, self.free
         pieces = self.piece is not None and indent == 4
         alive, start = self.alive, len(lines)
         counted, chars = start, 0   # (pieces: lines measured, and their characters)
@@ -150,18 +158,21 @@ class _Emitter:
             if q is False:
                 q = quick[op] = self._quick(op)
             if q is not None and not eqn.params and eqn.tree is None:
-                # The common equation (an operator or math call on scalars): expression's
-                # work, written out here since it runs once per equation.
+                # The common equation (an operator or math call on scalars): expression's,
+                # release's and fresh's work, written out here since it runs once per
+                # equation.
                 template, level, needs = q
                 args = []
                 j = 0
                 for a in eqn.args:
                     if a.__class__ is Var:
                         i = id(a)
-                        code = names[i]
-                        p = inlined.get(i)
-                        if p is not None and p < needs[j]:
-                            code = f"({code})"
+                        if i in inlined:        # (its one reader: the entries go)
+                            code = names.pop(i)
+                            if inlined.pop(i) < needs[j]:
+                                code = f"({code})"
+                        else:
+                            code = names[i]
                     elif a.__class__ is float and 0.0 < a < _INF:
                         code = repr(a)          # (const's answer for most constants)
                     else:
@@ -169,7 +180,8 @@ class _Emitter:
                     args.append(code)
                     j += 1
                 expr = template.format(*args)
-                out = id(eqn.outs[0])
+                var = eqn.outs[0]
+                out = id(var)
                 if inline[k]:
                     names[out] = expr
                     inlined[out] = level
@@ -178,17 +190,25 @@ class _Emitter:
                     if len(lines) > counted:
                         chars += sum(map(len, lines[counted:]))
                         counted = len(lines)
-                    if counted - start >= self.piece or chars >= PIECE_CHARS:
+                    if counted - start >= self.piece or chars >= self.piece_chars:
                         start, chars = counted, 0
                         self.cuts.append((start, list(dict.fromkeys(alive.values()))))
-                gone = release.get(k)
-                if gone:
-                    self.release(gone, pieces)
-                target = names[out] = fresh()
+                gone = release[k]
+                if gone is not None:
+                    for v in gone:
+                        free.append(names.pop(id(v)))
+                        if pieces:
+                            alive.pop(v, None)
+                if free:
+                    target = free.pop()
+                else:
+                    self.count += 1
+                    target = f"v{self.count}"
+                names[out] = target
                 line = f"{pad}{target} = {expr}"
                 lines.append(line)
                 if pieces:
-                    alive[eqn.outs[0]] = target
+                    alive[var] = target
                     chars += len(line)      # (counted: the next test need not slice lines)
                     counted += 1
                 continue
@@ -200,7 +220,7 @@ class _Emitter:
                 if len(lines) > counted:    # after PIECE_LINES lines or PIECE_CHARS
                     chars += sum(map(len, lines[counted:]))
                     counted = len(lines)
-                if counted - start >= self.piece or chars >= PIECE_CHARS:
+                if counted - start >= self.piece or chars >= self.piece_chars:
                     start, chars = counted, 0
                     self.cuts.append((start, list(dict.fromkeys(alive.values()))))
             if op is GUARD:
@@ -208,19 +228,19 @@ class _Emitter:
                 cond = f"not {test}" if eqn.params['expect'] else test
                 site = eqn.params.get('site')
                 lines.append(f"{pad}if {cond}: raise _GuardFailure({k}, {site!r})")
-                self.release(release.get(k), pieces)
+                self.release(release[k], pieces)
                 continue
             custom = getattr(op, 'emit_lines', None)
             if custom is not None:
                 custom(self, eqn, indent)
-                self.release(release.get(k), pieces)
+                self.release(release[k], pieces)
                 if pieces:
                     for v in eqn.outs:
                         if id(v) in names:
                             alive[v] = names[id(v)]
                 continue
             expr = expression(eqn)
-            self.release(release.get(k), pieces)
+            self.release(release[k], pieces)
             if eqn.tree is None:
                 out = eqn.outs[0]
                 target = names[id(out)] = fresh()
@@ -251,10 +271,10 @@ class _Emitter:
         level, needs = _shape(template)
         return template, level, needs
 
-    def _plan(self, eqns, keep):
+    def _plan(self, eqns, keep, ops=None):
         """(inline, release): for each equation, whether its value is written inside its
         one reader's expression rather than on a line of its own; and, for each line,
-        the variables whose last reader it is.
+        the variables whose last reader it is (or None).
 
         Inlined: a scalar result of an expression spelling (an operator or a ``math``
         function: not a call of a plain implementation, nor of ``RAISES``, whose errors
@@ -266,55 +286,57 @@ class _Emitter:
         computes that expression."""
         n = len(eqns)
         # (It runs once per equation: ops' properties are looked up once per op, in
-        # ``frees`` and ``spelled``.)
-        reader = {}                  # variable -> its one reader, or -1 if read elsewhere too
-        frees = {}                   # op -> its free_vars, or None
-        for k, eqn in enumerate(eqns):
+        # ``frees``, ``spelled`` and ``takes``.)
+        if ops is None:              # (the set of the equations' ops)
+            ops = set(map(_OP, eqns))
+        frees = {}                   # op -> its free_vars, for the ops that have one
+        for op in ops:
+            free = getattr(op, 'free_vars', None)
+            if free is not None:
+                frees[op] = free
+        spelled = {op: self._inlinable(op) for op in ops}   # may its value be inlined
+        takes = {op: op is not GUARD and getattr(op, 'emit_lines', None) is None
+                 for op in ops}      # may an expression be written inside its own
+        # Each equation's one reader (-1: none, or more than one), from the last equation
+        # back: a variable leaves ``reader`` where it is defined, so the dict holds only
+        # the variables live there (a few hundred, not the program's size: its lookups
+        # stay in the cache, which made this pass slower per equation in longer programs).
+        reader = dict.fromkeys(keep, -1)    # variable -> its one reader so far, or -1
+        only = [-1] * n
+        pop = reader.pop
+        for k in range(n - 1, -1, -1):
+            eqn = eqns[k]
+            if frees:
+                free = frees.get(eqn.op)
+                if free is not None:
+                    for v in free(eqn):
+                        reader[v] = -1          # (read by a loop: a line of its own)
             for a in eqn.args:
                 if a.__class__ is Var:
                     reader[a] = k if a not in reader else -1
-            op = eqn.op
-            free = frees.get(op, False)
-            if free is False:
-                free = frees[op] = getattr(op, 'free_vars', None)
-            if free is not None:
-                for v in free(eqn):
-                    reader[v] = -1              # (read by a loop: a line of its own)
-        for v in keep:
-            reader[v] = -1
+            outs = eqn.outs
+            if len(outs) == 1:
+                only[k] = pop(outs[0], -1)
+            else:
+                for v in outs:
+                    pop(v, None)
         inline = [False] * n
         into = [0] * n               # for an inlined equation, the one it is written in
-        depth = {}                   # inlined variable -> how deep its expression nests
-        spelled = {}                 # op -> may its expression be written inline
-        takes = {}                   # op -> may an expression be written inside its own
+        deep = [0] * n               # how deep the expressions written inside each one nest
         for k, eqn in enumerate(eqns):
-            op = eqn.op
-            ok = spelled.get(op)
-            if ok is None:
-                ok = spelled[op] = self._inlinable(op)
-            if not ok or eqn.tree is not None:
+            if not spelled[eqn.op] or eqn.tree is not None:
                 continue
             out = eqn.outs[0]
-            r = reader.get(out, -1)
+            r = only[k]
             if r < 0 or not out.scalar:
                 continue
-            d = 0
-            for a in eqn.args:
-                if a.__class__ is Var:
-                    e = depth.get(a, 0)
-                    if e > d:
-                        d = e
-            if d >= _DEPTH:          # this one is a line: its inlined arguments stay
-                continue
-            ro = eqns[r].op
-            ok = takes.get(ro)
-            if ok is None:
-                ok = takes[ro] = ro is not GUARD and getattr(ro, 'emit_lines', None) is None
-            if not ok:
-                continue
+            d = deep[k]
+            if d >= _DEPTH or not takes[eqns[r].op]:
+                continue             # (too deep: this one is a line, its inlined arguments stay)
             inline[k] = True
             into[k] = r
-            depth[out] = d + 1
+            if deep[r] <= d:
+                deep[r] = d + 1
         last = {}
         for v in keep:
             last[v] = n
@@ -323,20 +345,26 @@ class _Emitter:
             eqn = eqns[k]
             if inline[k]:
                 line = at[k] = at[into[k]]
+                del last[eqn.outs[0]]       # (read inline by its one reader: no name to free)
             else:
                 line = k
-                free = frees[eqn.op]
-                if free is not None:
-                    for v in free(eqn):
-                        if last.get(v, -1) < k:
-                            last[v] = k
+                if frees:
+                    free = frees.get(eqn.op)
+                    if free is not None:
+                        for v in free(eqn):
+                            if last.get(v, -1) < k:
+                                last[v] = k
             for a in eqn.args:
-                if a.__class__ is Var and a not in depth and last.get(a, -1) < line:
+                if a.__class__ is Var and last.get(a, -1) < line:
                     last[a] = line
-        release = {}
+        release = [None] * n
         for v, k in last.items():    # (in a fixed order: the source is the same in every process)
             if k < n:
-                release.setdefault(k, []).append(v)
+                gone = release[k]
+                if gone is None:
+                    release[k] = [v]
+                else:
+                    gone.append(v)
         return inline, release
 
     def _inlinable(self, op):
@@ -353,7 +381,7 @@ class _Emitter:
         if variables:
             names, free = self.names, self.free
             for v in variables:
-                free.append(names[id(v)])
+                free.append(names.pop(id(v)))
                 if pieces:
                     self.alive.pop(v, None)
 
@@ -468,6 +496,21 @@ def _may_raise(spelling):
 # piece is also cut after PIECE_CHARS characters (about 2 MB to compile it).
 PIECE_LINES = 1000
 PIECE_CHARS = 20_000
+# ... or, in a program of more than 8,000 equations, two and a half characters per
+# equation, up to PIECE_CHARS_MAX: each cut costs compile() the names of the values
+# live there twice (a piece's return, the next one's parameters: several hundred in a
+# gradient of many inputs, about 3 us each), a third of the time of 20,000-character
+# pieces; and compiling a piece of 2.5n characters for n equations takes about 250
+# bytes per equation, which keeps the second call's peak under the first's (tracing's:
+# measured at 1e4, 1.2e4 and 1.5e4 equations; three characters did not at 1.2e4).
+PIECE_CHARS_MAX = 200_000
+
+
+def piece_limits(lines, equations):
+    """(lines, characters) at which a piece of a function of ``equations`` equations is
+    cut, given ``lines`` (PIECE_LINES) for a program of up to PIECE_CHARS equations."""
+    chars = max(PIECE_CHARS, min(PIECE_CHARS_MAX, 5 * equations // 2))
+    return lines * chars // PIECE_CHARS, chars
 
 
 def python_source(program, name="staged", safe=False, glb=None, backend='python'):
@@ -484,12 +527,14 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
     """(sources, globals): as ``python_source``, the function's source as a list of
     definitions, the function ``name`` last.  With ``piece`` (lines), a long function is
     cut at top-level lines into functions ``name_0``, ``name_1``... of about that many
-    lines, each taking the variables live where it starts and returning those live
+    lines or PIECE_CHARS characters (more in a longer program: ``piece_limits``), each
+    taking the variables live where it starts and returning those live
     where the next starts; ``name`` calls them in turn.  So each piece can be compiled
     by itself: ``compile()``'s memory (its syntax tree, several times the source) stays
     that of one piece, not of the whole function, and its time linear."""
     em = _Emitter(safe, backend)
-    em.piece = piece
+    if piece is not None:
+        em.piece, em.piece_chars = piece_limits(piece, len(program.eqns))
     if glb is not None:
         glb.update((k, v) for k, v in em.globals.items() if k not in glb)
         em.globals = glb

@@ -388,9 +388,8 @@ def simplify(eqns, outputs, checks=False):
     shares all but loops, so it has nothing to do without one).  ``checks``: keep the
     unused divisions that could raise (``remove_dead``), in a traced function's own
     code (not in loop bodies, whose unused state is pruned and shared)."""
-    eqns = remove_dead(eqns, outputs, checks)
-    # (each op asked once: hasattr of a missing attribute raises inside, 1 us an equation)
-    if not any(hasattr(op, 'prune') for op in {id(e.op): e.op for e in eqns}.values()):
+    eqns, loops = _remove_dead(eqns, outputs, checks)
+    if not loops:
         return eqns, outputs
     return share(eqns, outputs)
 
@@ -402,6 +401,15 @@ def remove_dead(eqns, outputs, checks=False):
     raise where eager code raises stay as checks (``_add_checks``).  ``eqns`` may be a
     trace's own list (``Trace.eqns``), whose compact records (tracers, see
     ``Trace.equations``) become Eqns here, the live ones only."""
+    return _remove_dead(eqns, outputs, checks)[0]
+
+
+_new = object.__new__
+
+
+def _remove_dead(eqns, outputs, checks):
+    """(``remove_dead``'s equations, whether an op of theirs has ``prune``: a loop,
+    which ``share`` may merge with another)."""
     # (Vars hash by identity: sets of them, not of their ids.  It runs once per
     # equation recorded, so the common equation, one output and no sub-program, takes
     # the short way; an op's ``prune`` and ``free_vars`` are looked up once per op.
@@ -411,17 +419,22 @@ def remove_dead(eqns, outputs, checks=False):
     add = live.add
     kept = [None] * len(eqns)
     plain = set()                 # ids of ops with neither prune nor free_vars
+    loops = False                 # has a kept equation's op ``prune``?
     dead_raises = False           # does an unused equation's op raise (RAISES)?
     for k in range(len(eqns) - 1, -1, -1):
         eqn = eqns[k]
         if eqn.__class__ is Tracer:             # a compact record: one output, no params
             r = eqn.eqn
-            if eqn.var not in live:
+            var = eqn.var
+            if var not in live:
                 if not dead_raises and (r.op if r.__class__ is Eqn else r[0]) in RAISES:
                     dead_raises = True
                 continue
             if r.__class__ is not Eqn:
-                r = Eqn(r[0], r[1:], _NO_PARAMS, (eqn.var,))
+                # (Eqn's __init__ written out: this runs once per equation kept)
+                e = _new(Eqn)
+                e.op, e.args, e.params, e.outs, e.tree = r[0], r[1:], _NO_PARAMS, (var,), None
+                r = e
             eqn.eqn = eqns[k] = kept[k] = r     # (in place: the tracer goes)
             for a in r.args:
                 if a.__class__ is Var:
@@ -436,6 +449,7 @@ def remove_dead(eqns, outputs, checks=False):
         if id(op) not in plain:
             prune = getattr(op, 'prune', None)
             if prune is not None:
+                loops = True
                 eqn = prune(eqn, [v in live for v in outs])
             elif getattr(op, 'free_vars', None) is None:
                 plain.add(id(op))
@@ -451,7 +465,7 @@ def remove_dead(eqns, outputs, checks=False):
                 e.eqn = eqns[k] = r if r.__class__ is Eqn else \
                     Eqn(r[0], r[1:], _NO_PARAMS, (e.var,))
         _add_checks(eqns, kept)
-    return [e for e in kept if e is not None]
+    return [e for e in kept if e is not None], loops
 
 
 def _add_checks(eqns, kept):
