@@ -635,13 +635,13 @@ def _complaint(e):
     return f"{type(e).__name__}: {line}"
 
 
-# LLVM's optimisation level for a staged program's compile (numba's default is 3, from
-# NUMBA_OPT).  A staged program is one long function of array loops, inlined callees
-# included, and LLVM's O3 passes over it were most of a cold compile (GradBench's gmm
-# jet at k = 1: 58 s of CPU at 3, 34 s at 1), while its calls ran at about the same speed
-# (numpy-sized loops and BLAS calls; notes/benchmarks.md, "numba's cold compile").  At 0
-# the calls ran twice as slow.
-OPT_LEVEL = 1
+# LLVM's optimisation level for a staged program's compile (its callees included).  A
+# staged program is one long function of array loops, and LLVM's O3 passes over it are
+# most of a cold compile; level 1 or 2 compiles GradBench's gmm gradient in about 40 s of
+# CPU against 64 s at 3, but its calls then run 13-24% slower (notes/benchmarks.md,
+# "numba's cold compile").  The default stays numba's 3 (those who pick numba pick it for
+# the calls); a user who compiles often and calls little may set this lower.
+OPT_LEVEL = 3
 
 
 class _optimisation(object):
