@@ -25,6 +25,12 @@ from .. import numpy as _numpy  # noqa: F401  (its primitives, registered)
 from .. import primitives as _primitives  # noqa: F401
 from .. import registry
 
+def _concatenate(args, params):
+    # numpy's call on a tuple: not the primitive's plain ``*xs, axis`` (a Python frame
+    # more per call, and numba binds no keyword after *args)
+    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
+
+
 PYTHON = {
     # scalar arithmetic, comparisons and logic (nestad.primitives)
     'add': '{0} + {1}', 'sub': '{0} - {1}', 'mul': '{0} * {1}', 'div': '{0} / {1}',
@@ -44,7 +50,7 @@ PYTHON = {
     'numpy.max': 'np.max({0}, axis={axis}, keepdims={keepdims})',
     'numpy.min': 'np.min({0}, axis={axis}, keepdims={keepdims})',
     'numpy.reshape': 'np.reshape({0}, {shape})', 'numpy.transpose': 'np.transpose({0}, {axes})',
-    'numpy.broadcast_to': 'np.broadcast_to({0}, {shape})',
+    'numpy.broadcast_to': 'np.broadcast_to({0}, {shape})', 'numpy.concatenate': _concatenate,
     # staged loops (nestad.staging.loops)
     'nestad.loops.loop_row': '{0}[{1}]',
 }
@@ -69,16 +75,10 @@ def _defaults():
 
 _defaults()
 
-def _concatenate(args, params):
-    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
-
-
 # backend name -> (its own table, the globals its spellings use).  Python's own: np.sum is
 # np.add.reduce behind about 3 us of Python, which doubled the cost of a reduction of a
-# small array (numba types np.sum only, so the shared table keeps it); concatenate is
-# numpy's call, not the primitive's function (a Python frame more per call)
-BACKENDS = {'python': ({'numpy.sum': 'np.add.reduce({0}, axis={axis}, keepdims={keepdims})',
-                        'numpy.concatenate': _concatenate}, {})}
+# small array (numba types np.sum only, so the shared table keeps it)
+BACKENDS = {'python': ({'numpy.sum': 'np.add.reduce({0}, axis={axis}, keepdims={keepdims})'}, {})}
 
 
 def register(name, table, names=None):

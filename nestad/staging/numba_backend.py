@@ -520,14 +520,8 @@ def _sum_to(x, shape):
 _NAMES = {}
 
 
-def _concatenate(args, params):
-    # (the plain implementation takes ``*xs, axis``: numba binds no keyword after *args)
-    return f"np.concatenate(({', '.join(args)},), axis={params['axis']})"
-
-
 NUMBA = lowering.register('numba', {
     'numpy.reciprocal': '_nb_reciprocal({0})', 'numpy.sum_to': '_nb_sum_to({0}, {shape})',
-    'numpy.concatenate': _concatenate,
     'numpy.scatter_add': '_nb_scatter_add({0}, {index}, {shape})'}, _NAMES)
 
 
