@@ -39,15 +39,36 @@ class StagingWarning(UserWarning):
     numbers drawn while tracing were baked into the program."""
 
 
-class Var:
-    """A variable of a program: a value of known shape and dtype."""
-    __slots__ = ('shape', 'dtype', 'scalar')
+_FLOAT64 = np.dtype(float)
+_new = object.__new__
 
-    def __init__(self, shape, dtype, scalar):
-        self.shape, self.dtype, self.scalar = shape, dtype, scalar
+
+class Var:
+    """A variable of a program: a value of known shape and dtype.  The common one, a
+    float64 scalar, is a ``Var`` itself with no fields (the class holds its shape, dtype
+    and scalar-ness): tracing makes one per equation recorded, and the smallest object
+    Python makes is 24 bytes smaller than one with three slots.  Any other is a
+    ``ShapedVar``, which holds them.  Test ``isinstance(x, Var)`` (or both classes)."""
+    __slots__ = ()
+    shape, dtype, scalar = (), _FLOAT64, True
+
+    def __new__(cls, shape=(), dtype=_FLOAT64, scalar=True):
+        if cls is Var and dtype is _FLOAT64 and scalar and shape == ():
+            return _new(Var)
+        v = _new(ShapedVar)
+        v.shape, v.dtype, v.scalar = shape, dtype, scalar
+        return v
 
     def __repr__(self):
         return f"Var({self.shape}, {self.dtype})"
+
+
+class ShapedVar(Var):
+    """A variable other than a float64 scalar: an array, an int, a bool."""
+    __slots__ = ('shape', 'dtype', 'scalar')
+
+
+VARS = (Var, ShapedVar)     # (the classes of variables: ``x.__class__ in VARS``)
 
 
 class Eqn:
@@ -61,6 +82,8 @@ class Eqn:
 
 def _aval(val):
     """(shape, dtype, scalar) of an example value."""
+    if val.__class__ is float:          # (numpy's result_type takes a microsecond)
+        return (), _FLOAT64, True
     if isinstance(val, np.ndarray):
         return val.shape, val.dtype, False
     if isinstance(val, (bool, np.bool_)):
@@ -85,15 +108,15 @@ class Trace:
         self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
         self.captured = {}              # id(parent Var) -> own tracer
         self.captures = []
-        self.tracers = {}               # id(Var) -> its tracer, for inputs and what record
+        self.tracers = {}               # Var -> its tracer, for inputs and what record
         #                                 (not record_scalar) meets
-        self.input_kinds = []           # (printed name, dtype kind) of each traced argument
+        self.input_names = ((), (), 0)  # (printed names, Vars, how many are arguments')
         self.draws = []                 # (generator slot, method, args, kwargs, Var, value)
 
     def new_tracer(self, val):
         """A tracer for a new input variable with example value ``val``."""
         t = _wrap(self, Var(*_aval(val)), val)
-        self.tracers[id(t.var)] = t
+        self.tracers[t.var] = t
         return t
 
     def record(self, op, args, params, val, tree=None, cse=True):
@@ -108,7 +131,7 @@ class Trace:
         ins = []
         for a in args:
             if isinstance(a, _TRACERS):
-                tracers[id(a.var)] = a      # (the identities read the tracers of arguments)
+                tracers[a.var] = a          # (the identities read the tracers of arguments)
                 ins.append(a.var)
             else:
                 ins.append(a)
@@ -127,7 +150,7 @@ class Trace:
         outs = tuple(t.var for t in out_leaves)
         eqn = Eqn(op, ins, params, outs, None if tree is None else tree[1])
         for t in out_leaves:
-            tracers[id(t.var)] = t
+            tracers[t.var] = t
             t.eqn = eqn
         self.eqns.append(eqn)
         if key is not None:
@@ -160,12 +183,12 @@ class Trace:
             if same is not None:
                 return same
         ins = tuple([a.var if a.__class__ is Tracer else a for a in args])
-        key = (op,) + tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+        key = (op,) + tuple([a if a.__class__ in VARS else _arg_key(a) for a in ins])
         cse = self.cse
         hit = cse.get(key)
         if hit is not None:
             return hit
-        var = Var((), _FLOAT64, True) if val.__class__ is float else Var(*_aval(val))
+        var = _new(Var) if val.__class__ is float else Var(*_aval(val))
         out = Tracer(self, var, val)
         eqn = out.eqn = Eqn(op, ins, _NO_PARAMS, (var,))
         self.eqns.append(eqn)
@@ -173,7 +196,6 @@ class Trace:
         return out
 
 
-_FLOAT64 = np.dtype(float)
 _NO_PARAMS = {}         # (shared by the equations without parameters: never written to)
 
 
@@ -223,7 +245,7 @@ def _cse_key(op, ins, params):
     for a scalar primitive (it hashes by identity), else its id (some ops compare equal
     by value)."""
     key = (op if op.__class__ in SCALAR_OPS else id(op),) + \
-        tuple([a if a.__class__ is Var else _arg_key(a) for a in ins])
+        tuple([a if a.__class__ in VARS else _arg_key(a) for a in ins])
     if not params:
         return key
     try:
@@ -317,7 +339,8 @@ def _refuse_concrete(what, x=None):
 def _int_inputs(trace):
     while trace.parent is not None:
         trace = trace.parent
-    names = [n for n, kind in trace.input_kinds if kind in 'iu']
+    names, inputs, n = trace.input_names
+    names = [names[k] for k in range(n) if inputs[k].dtype.kind in 'iu']
     return f" (traced int arguments: {', '.join(names)}.)" if names else ""
 
 
@@ -576,7 +599,6 @@ def apply_traced(op, args, params):
 # Tracing runs ``record2``/``record1`` once per scalar operation (most of a trace's
 # time): they make the result's Var and tracer without calling their ``__init__``
 # (``_new``, then the slots), and ask ``SIMPLIFY`` only where an identity can apply.
-_new = object.__new__
 
 
 def record2(op, x, y):
@@ -636,11 +658,7 @@ def record2(op, x, y):
             same = simplify(x, y)
             if same is not None:
                 return same
-    if c is float:
-        var = _new(Var)
-        var.shape, var.dtype, var.scalar = (), _FLOAT64, True
-    else:
-        var = Var(*_aval(val))
+    var = _new(Var) if c is float else Var(*_aval(val))
     out = _new(Tracer)
     out.trace, out.var, out.val, out.eqn = t, var, val, rec
     t.eqns.append(out)
@@ -671,11 +689,7 @@ def record1(op, a):
         same = simplify(a)
         if same is not None:
             return same
-    if c is float:
-        var = _new(Var)
-        var.shape, var.dtype, var.scalar = (), _FLOAT64, True
-    else:
-        var = Var(*_aval(val))
+    var = _new(Var) if c is float else Var(*_aval(val))
     out = _new(Tracer)
     out.trace, out.var, out.val, out.eqn = t, var, val, key
     t.eqns.append(out)

@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ..structures import _LEAF, flatten
-from ..tracer import GUARD, RAISES, Var
+from ..tracer import GUARD, RAISES, VARS, Var
 from . import lowering
 from .accumulate import is_basic, rewrite as accumulate, subscript
 from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
@@ -83,7 +83,7 @@ class _Emitter:
     def expression(self, eqn):
         op = eqn.op
         names = self.names
-        args = [names[id(a)] if a.__class__ is Var else self.const(a) for a in eqn.args]
+        args = [names[id(a)] if a.__class__ in VARS else self.const(a) for a in eqn.args]
         template = self.templates.get(op, False)
         if template is False:
             template = self.templates[op] = self._template(op)
@@ -91,7 +91,7 @@ class _Emitter:
         if inlined:                       # inlined arguments: parenthesized where needed
             needs = _shape(template)[1] if template.__class__ is str else _ANYWHERE
             for j, a in enumerate(eqn.args):
-                if a.__class__ is Var:
+                if a.__class__ in VARS:
                     p = inlined.pop(id(a), None)    # (read once: by this expression)
                     if p is not None:
                         del names[id(a)]
@@ -165,7 +165,7 @@ class _Emitter:
                 args = []
                 j = 0
                 for a in eqn.args:
-                    if a.__class__ is Var:
+                    if a.__class__ in VARS:
                         i = id(a)
                         if i in inlined:        # (its one reader: the entries go)
                             code = names.pop(i)
@@ -312,7 +312,7 @@ class _Emitter:
                     for v in free(eqn):
                         reader[v] = -1          # (read by a loop: a line of its own)
             for a in eqn.args:
-                if a.__class__ is Var:
+                if a.__class__ in VARS:
                     reader[a] = k if a not in reader else -1
             outs = eqn.outs
             if len(outs) == 1:
@@ -355,7 +355,7 @@ class _Emitter:
                             if last.get(v, -1) < k:
                                 last[v] = k
             for a in eqn.args:
-                if a.__class__ is Var and last.get(a, -1) < line:
+                if a.__class__ in VARS and last.get(a, -1) < line:
                     last[a] = line
         release = [None] * n
         for v, k in last.items():    # (in a fixed order: the source is the same in every process)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, NestadError
 from ..tracer import GUARD, RAISES, Eqn, Tracer, Var, _aval, _const_key, _param_key, active
-from ..tracer import _NO_PARAMS
+from ..tracer import _NO_PARAMS, VARS
 from ..structures import flatten, leaf_paths
 from ..tracer import _TRACERS, RECORD_NUMPY_CALL, is_tracer, resolve
 from .randomness import draw
@@ -415,7 +415,7 @@ def _remove_dead(eqns, outputs, checks):
     # the short way; an op's ``prune`` and ``free_vars`` are looked up once per op.
     # A compact record that no output needs, 30% of a gradient's, is never made an
     # Eqn, unless a check might need it.)
-    live = {o for o in outputs if o.__class__ is Var}
+    live = {o for o in outputs if o.__class__ in VARS}
     add = live.add
     kept = [None] * len(eqns)
     plain = set()                 # ids of ops with neither prune nor free_vars
@@ -437,7 +437,7 @@ def _remove_dead(eqns, outputs, checks):
                 r = e
             eqn.eqn = eqns[k] = kept[k] = r     # (in place: the tracer goes)
             for a in r.args:
-                if a.__class__ is Var:
+                if a.__class__ in VARS:
                     add(a)
             continue
         op, outs = eqn.op, eqn.outs
@@ -456,7 +456,7 @@ def _remove_dead(eqns, outputs, checks):
             live.update(_inner_free_vars(eqn))
         kept[k] = eqn
         for a in eqn.args:
-            if a.__class__ is Var:
+            if a.__class__ in VARS:
                 add(a)
     if checks and dead_raises:
         for k, e in enumerate(eqns):            # (the unused compact records too)

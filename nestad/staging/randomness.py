@@ -16,6 +16,7 @@ is a constant of the program: every later call would reuse it.  Two things follo
 """
 import array
 import functools
+import hashlib
 import random
 import types
 import warnings
@@ -127,11 +128,38 @@ def watch(f, leaves):
             found[id(x)] = ("a static generator argument", x)
     watched = [("numpy's global generator (np.random.*)", np.random.mtrand._rand),
                ("Python's random module", random)] + list(found.values())
-    return [(name, obj, _state(obj)) for name, obj in watched]
+    return [(name, obj, _digest(_state(obj))) for name, obj in watched]
 
 
 def frozen(snapshots):
-    return [name for name, obj, before in snapshots if not _same(_state(obj), before)]
+    return [name for name, obj, before in snapshots if _digest(_state(obj)) != before]
+
+
+def _digest(state):
+    """A state kept as a digest: numpy's global state and Python's were 8 KB held through
+    the trace, 8 bytes per equation of a 1,000-equation one."""
+    h = hashlib.blake2b(digest_size=16)
+    _feed(h, state)
+    return h.digest()
+
+
+def _feed(h, x):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            h.update(repr(k).encode())
+            _feed(h, v)
+    elif isinstance(x, (tuple, list)):
+        h.update(b'(%d' % len(x))
+        for v in x:
+            _feed(h, v)
+    elif isinstance(x, np.ndarray):
+        h.update(repr((x.dtype.str, x.shape)).encode())
+        h.update(x.tobytes())
+    elif isinstance(x, bytes):
+        h.update(b'b%d:' % len(x))
+        h.update(x)
+    else:
+        h.update(repr(x).encode() + b';')
 
 
 def warn_frozen(snapshots, label):
@@ -147,21 +175,12 @@ def warn_frozen(snapshots, label):
 
 def _state(obj):
     if obj is random:
-        # (its 625 words packed: as a tuple of ints the snapshot held 24 KB through the
-        # trace, 22 bytes per equation of a 1,000-equation one)
+        # (its 625 words packed: pickling the tuple of ints is slower)
         version, words, gauss = random.getstate()
         return version, array.array('Q', words).tobytes(), gauss
     if isinstance(obj, np.random.RandomState):
         return obj.get_state(legacy=False)
     return obj.bit_generator.state
-
-
-def _same(a, b):
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray):
-        return np.array_equal(a, b)
-    return a == b
 
 
 def _reachable(obj, found, seen, depth):

@@ -93,7 +93,7 @@ def _scaled(x):
 
 def _tracer_of(like, var):
     """The tracer of ``var`` in ``like``'s trace (a Var of an equation, or a constant)."""
-    return like.trace.tracers[id(var)] if isinstance(var, Var) else var
+    return like.trace.tracers[var] if isinstance(var, Var) else var
 
 
 def _simplify_multiply(x, y):

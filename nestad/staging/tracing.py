@@ -135,7 +135,8 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
     # (generator arguments that are static draw constants too)
     snapshots = watch(f, [x for x, s in zip(leaves, static) if s is x]) if outermost else None
     names = _input_names(f, in_tree.build(leaves), static)
-    t.input_kinds = [(n, v.dtype.kind) for n, v in zip(names, inputs)]
+    t.input_names = (names, inputs, len(inputs))    # (for an error message: the arguments, not
+    #                                                 the draws that join both lists below)
     # A trace, like a tape, is a large growing structure that reference counting frees:
     # full collections would rescan it again and again (reverse.young_collections_only).
     with young_collections_only():
