@@ -441,10 +441,13 @@ def _mod(x, y):
     return x % y
 
 
-ADD = Primitive('add', _add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add)
-SUB = Primitive('sub', _sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub)
-MUL = Primitive('mul', _mul, (lambda x, y, out: y, lambda x, y, out: x), _mul)
-DIV = Primitive('div', _div, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)), _div)
+# (their plain implementations are the operator module's, which compute ``x + y`` without a
+# Python frame: tracing calls one for every operation it records)
+ADD = Primitive('add', operator.add, (lambda x, y, out: 1.0, lambda x, y, out: 1.0), _add)
+SUB = Primitive('sub', operator.sub, (lambda x, y, out: 1.0, lambda x, y, out: -1.0), _sub)
+MUL = Primitive('mul', operator.mul, (lambda x, y, out: y, lambda x, y, out: x), _mul)
+DIV = Primitive('div', operator.truediv, (lambda x, y, out: recip(y), lambda x, y, out: -out * recip(y)),
+                _div)
 # x % y == x - y * floor(x / y): the floor is locally constant.
 MOD = Primitive('mod', _mod, (lambda x, y, out: 1.0, lambda x, y, out: -floor(x / y)), _mod)
 NEG = Primitive('neg', operator.neg, (lambda x, out: -1.0,), operator.neg)

@@ -134,7 +134,8 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
             static.append(x)
     # (generator arguments that are static draw constants too)
     snapshots = watch(f, [x for x, s in zip(leaves, static) if s is x]) if outermost else None
-    names = _input_names(f, in_tree.build(leaves), static)
+    params = positional_names(f)
+    names = _input_names(params, in_tree.build(leaves), static)
     t.input_names = (names, inputs, len(inputs))    # (for an error message: the arguments, not
     #                                                 the draws that join both lists below)
     # A trace, like a tape, is a large growing structure that reference counting frees:
@@ -157,7 +158,7 @@ def trace_leaves(f, leaves, in_tree, forced_static=None):
         eqns, outputs = simplify(t.eqns, outputs, checks=True)  # (remove_dead makes Eqns)
         t.eqns.clear()      # (its unused records are tracers of t: a cycle, else kept for gc)
     program = Program(inputs, eqns, outputs, in_tree, out_tree, static, names, example)
-    program.params = positional_names(f)
+    program.params = params
     program.draws = tuple((slot, method, a, kw) for slot, method, a, kw, _, _ in t.draws)
     if snapshots:
         warn_frozen(snapshots, f"the traced function {getattr(f, '__name__', f)!r}")
@@ -192,15 +193,10 @@ def closure_error():
         "flows through the argument.")
 
 
-def _input_names(f, args_kwargs, static):
-    """Printed names of the traced leaves: the parameter's name for a scalar argument,
-    name_0, name_1, ... for the leaves of a structured one."""
+def _input_names(params, args_kwargs, static):
+    """Printed names of the traced leaves: the parameter's name (``params``: the positional
+    ones) for a scalar argument, name_0, name_1, ... for the leaves of a structured one."""
     args, kwargs = args_kwargs
-    try:
-        params = [p.name for p in inspect.signature(f).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
     names, pos = [], 0
     named = [(params[i] if i < len(params) else f"x{i}", a) for i, a in enumerate(args)]
     for base, a in named + list(kwargs.items()):
