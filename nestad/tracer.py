@@ -108,16 +108,15 @@ class Trace:
         self.purpose = purpose          # e.g. "the body of a while_loop"; None at top level
         self.captured = {}              # id(parent Var) -> own tracer
         self.captures = []
-        self.tracers = {}               # Var -> its tracer, for inputs and what record
-        #                                 (not record_scalar) meets
+        self.tracers = {}               # Var -> its tracer, for the arguments of what
+        #                                 record (not the lean paths) records: the array
+        #                                 identities read the arguments of those equations
         self.input_names = ((), (), 0)  # (printed names, Vars, how many are arguments')
         self.draws = []                 # (generator slot, method, args, kwargs, Var, value)
 
     def new_tracer(self, val):
         """A tracer for a new input variable with example value ``val``."""
-        t = _wrap(self, Var(*_aval(val)), val)
-        self.tracers[t.var] = t
-        return t
+        return _wrap(self, Var(*_aval(val)), val)
 
     def record(self, op, args, params, val, tree=None, cse=True):
         """Append ``op(*args, **params)``, whose value at the example is ``val``;
