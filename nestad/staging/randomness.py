@@ -175,7 +175,8 @@ def warn_frozen(snapshots, label):
 
 def _state(obj):
     if obj is random:
-        # (its 625 words packed: pickling the tuple of ints is slower)
+        # (its 625 words packed into bytes: the digest reads them in one call, not one
+        # repr per word)
         version, words, gauss = random.getstate()
         return version, array.array('Q', words).tobytes(), gauss
     if isinstance(obj, np.random.RandomState):
