@@ -275,3 +275,29 @@ def test_recurrences_past_the_pairs_limit_take_their_terms_order_by_order(monkey
     for f in (lambda a: anp.exp(a) + anp.log(a), lambda a: anp.sin(a) / a + anp.cosh(a)):
         y, s = nd.jet(f, (x,), ((x, x, x),))
         assert y.dtype == np.float32 and all(t.dtype == np.float32 for t in s)
+
+
+def test_sums_over_a_short_last_axis_are_slices_added_with_the_same_bits(monkeypatch):
+    """A sum over a short last axis of a stack (``SHORT_SUM``) is its slices added (numpy's
+    reduction of a short contiguous axis costs per output): the same bits as the
+    coefficient-wise sums, keepdims and negative axes too; other sums keep the reduction."""
+    rng = np.random.default_rng(1)
+    X0, V3 = rng.normal(size=(4, 20, 3)), rng.normal(size=(4, 20, 3))
+
+    def f(t):
+        x = (X0 + t * V3) * (X0 - t)
+        return [anp.sum(x * x, axis=2), anp.sum(x, axis=-1, keepdims=True), anp.sum(x, axis=1),
+                anp.sum(x[:1, :2], axis=2)]
+    stacked = nd.derivatives(f, 4)(0.3)
+    s = nd.stage(nd.derivatives(f, 4))
+    staged = s(0.3)
+    reductions = [e.params['axis'] for e in s.programs()[0].eqns
+                  if getattr(e.op, 'qualname', None) == 'numpy.sum']
+    # (the stack's last axis is 3: only the sum into 2 x 5 numbers is still a reduction)
+    assert [a for a in reductions if a in (3, -1, (3,), (-1,))] == [3], reductions
+    coefficientwise(monkeypatch)
+    each = nd.derivatives(f, 4)(0.3)
+    for a, b, c in zip(stacked, each, staged):
+        for u, v, w in zip(a, b, c):
+            np.testing.assert_array_equal(u, v)
+            np.testing.assert_array_equal(w, v)
