@@ -92,7 +92,10 @@ def _shifted(prim, X, carried):
     if _plain(c) or not ca and prim is _SUBTRACT:
         return None
     shape = _shape(x)[1:]
-    if np.broadcast_shapes(shape, _shape(c)) != shape:
+    try:
+        if np.broadcast_shapes(shape, _shape(c)) != shape:
+            return None
+    except ValueError:                       # (the batch rule's error, with its message)
         return None
     first = prim.lifted(x[:1], c) if ca else prim.lifted(c, x[:1])
     return concatenate([first, x[1:]], axis=0)
