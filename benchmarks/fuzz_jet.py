@@ -2,8 +2,8 @@
 
 Each case is a random chain of 3-8 array operations on a (3, 4) input (sums and products of
 jets, products and quotients by constants, exp, log, slicing, concatenate, stack,
-transpose, reshape, reductions, matmul by a constant and of two jets, where), reduced to a
-number.  For a random order K = 1..5 and random input series it compares:
+transpose, reshape, reductions, matmul by a constant and of two jets, where, division by a
+jet, sin, cos, sinh, cosh), reduced to a number.  For a random order K = 1..5 and random input series it compares:
 
 * ``nd.jet`` against ``jax.experimental.jet.jet`` (every coefficient, relative 1e-10);
 * ``nd.stage`` of the jet against the eager jet (1e-12);
@@ -28,7 +28,8 @@ import nestad as nd  # noqa: E402
 import nestad.numpy as anp  # noqa: E402
 
 OPS = ['add', 'sub', 'mul', 'mulc', 'divc', 'exp', 'log', 'getitem', 'concat', 'transpose', 'sum0',
-       'matmulc', 'matmul', 'where', 'neg', 'reshape', 'sq', 'stack']
+       'matmulc', 'matmul', 'where', 'neg', 'reshape', 'sq', 'stack', 'div', 'sin', 'cos', 'sinh',
+       'cosh']
 
 
 def step(op, a, b, r, C, m):
@@ -52,6 +53,10 @@ def step(op, a, b, r, C, m):
         return a / (r + 0.5)
     if op == 'exp':
         return m.exp(0.3 * a)
+    if op == 'div':                 # a jet divisor (away from 0); a row divisor, broadcast
+        return a / (1.5 + b * b) if same else a / (1.2 + a[..., :1] ** 2)
+    if op in ('sin', 'cos', 'sinh', 'cosh'):
+        return getattr(m, op)(0.7 * a)
     if op == 'log':
         return m.log(1.5 + a * a)
     if op == 'getitem':

@@ -15,7 +15,9 @@ product of two jets is the Cauchy product ``c_k = sum_{j=0..k} a_j b_{k-j}``: ev
 (j, k - j) is gathered into one batch and multiplied in one call, and the pairs of each k
 summed (padding reads a zero appended to the products, so that no padding is ever
 multiplied: ``0 * inf`` would give nan where the coefficient-wise product gives inf).
-``exp`` and ``log`` run their recurrences with one step per order, on slices of the stacks.
+The recurrences (``exp``, ``log``, division by a jet, ``sin``/``cos``, ``sinh``/``cosh``)
+are pushed forward (``_pushed``): once a coefficient is complete its terms go into every
+higher one at once, one product and one sum per order on slices of the stacks.
 """
 import numpy as np
 
@@ -61,13 +63,72 @@ def _like(X, carried):
     return next(x for x, c in zip(X, carried) if c)
 
 
+def _plain(x):
+    return x.__class__ in (np.ndarray, float, int) or isinstance(x, np.generic)
+
+
 def linear(prim, X, carried, params, K):
     """A primitive linear in its arguments jointly: its batch rule on the stacks."""
     if prim.qualname not in BATCH_RULES:
         return None
+    if (prim is _ADD or prim is _SUBTRACT) and not all(carried):
+        out = _shifted(prim, X, carried)
+        if out is not None:
+            return out
     like = _like(X, carried)
     return _batch(prim, [x if c else constant(x, K, like) for x, c in zip(X, carried)],
                   [True] * len(X), params)
+
+
+def _shifted(prim, X, carried):
+    """``x + c``, ``c + x``, ``x - c`` with ``c`` a value of no run here that is no plain
+    constant (a traced value, another run's): only the primal row moves, two calls
+    (``x[:1] + c`` and a concatenation) where the constant's stack ``[c, 0, ..., 0]`` took
+    two more (its order axis and the zeros joined) besides the sum.  None where ``c``
+    broadcasts ``x`` to a larger shape, or for ``c - x`` (every row negated), or for a
+    plain constant (its stack is a constant of the program: the sum is one call)."""
+    (a, b), (ca, cb) = X, carried
+    x, c = (a, b) if ca else (b, a)
+    if _plain(c) or not ca and prim is _SUBTRACT:
+        return None
+    shape = _shape(x)[1:]
+    try:
+        if np.broadcast_shapes(shape, _shape(c)) != shape:
+            return None
+    except ValueError:                       # (the batch rule's error, with its message)
+        return None
+    first = prim.lifted(x[:1], c) if ca else prim.lifted(c, x[:1])
+    return concatenate([first, x[1:]], axis=0)
+
+
+# A sum over a short last axis (at most this long) into at least SHORT_SUM_OUTPUTS numbers
+# is spelled as its slices added: numpy reduces a short contiguous last axis one output at a
+# time (30 us for the (9, 4, 20, 3) stack of gmm's sum(Qx * Qx, axis=2) at K = 8, 5 us as
+# three slices and two adds), and for up to 7 numbers it adds them in this order, so the
+# sums are the same bits (up to the sign of a zero sum of -0.0s).
+SHORT_SUM, SHORT_SUM_OUTPUTS = 4, 64
+
+
+def reduce_sum(prim, X, carried, params, K):
+    """``sum(x, axis)``: the batch rule on the stack, or over a short last axis its slices
+    added (``SHORT_SUM``)."""
+    (x,) = X
+    shape = _shape(x)[1:]
+    axis, n = params['axis'], len(shape)
+    axes = tuple(range(n)) if axis is None else axis if isinstance(axis, tuple) else (axis,)
+    raw = x
+    while isinstance(raw, Perturbed):
+        raw = raw.primal
+    kind = getattr(getattr(raw, 'dtype', None), 'kind', '')
+    if n and tuple(a % n for a in axes) == (n - 1,) and shape[-1] <= SHORT_SUM and kind in 'fc' \
+            and (K + 1) * int(np.prod(shape[:-1])) >= SHORT_SUM_OUTPUTS:
+        lead = (slice(None),) * n
+        part = (lambda i: x[lead + (slice(i, i + 1),)]) if params['keepdims'] else (lambda i: x[lead + (i,)])
+        out = part(0)
+        for i in range(1, shape[-1]):
+            out = out + part(i)
+        return out
+    return linear(prim, X, carried, params, K)
 
 
 def getitem(prim, X, carried, params, K):
@@ -114,6 +175,8 @@ def cauchy(prim, A, B, params, K):
         got = _PAIRS[K] = _pairs(K)
     i, j, grid = got
     if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
+        if K <= PUSHED_ORDERS:
+            return _pushed_product(A, B, K)
         P = prim.lifted(A[i], B[j])                # (pairs, *shape): aligned as they are
     else:
         P = _products(prim, [A[i], B[j]], [True, True], params)
@@ -122,6 +185,26 @@ def cauchy(prim, A, B, params, K):
     shape = _shape(P)[1:]
     P = concatenate([P, np.zeros((1,) + shape, dtype=_dtype(P))], axis=0)
     return _sum(P[grid], axis=0)
+
+
+# Up to this order an elementwise product of two jets is pushed (``_pushed_product``: 2K + 2
+# calls, no gather) rather than gathered (two gathers by an index array, a product, two
+# slices, a sum and a concatenation at K = 1).  Measured on GradBench's ode and gmm
+# (notes/benchmarks.md, branch jet-calls): a few percent faster at K = 1, slower from
+# K = 2 on, where the grid's 6 calls are fewer.
+PUSHED_ORDERS = 1
+
+
+def _pushed_product(A, B, K):
+    """``c_k = sum_{j=0..k} a_j b_{k-j}`` row by row: ``a_j`` times the rows of B below
+    K + 1 - j, added to the rows k = j..K (the pairs summed in j's order, as the
+    coefficient-wise product sums them)."""
+    acc = A[:1] * B
+    rows = [acc[:1]]
+    for j in range(1, K + 1):
+        acc = acc[1:] + A[j:j + 1] * B[:K + 1 - j]
+        rows.append(acc[:1] if j < K else acc)
+    return concatenate(rows, axis=0)
 
 
 # The Cauchy product holds all (K + 1)(K + 2)/2 products at once, where the coefficient-
@@ -187,10 +270,61 @@ def product(prim, X, carried, params, K):
 
 
 def divide(prim, X, carried, params, K):
-    """``a / b`` by a constant ``b``: one call (a jet divisor: the recurrence of ``taylor``)."""
-    if carried[1]:
-        return None
-    return _batch(prim, X, [True, False], {})
+    """``q = a / b``: by a constant ``b`` one call; by a jet ``q_k = a_k/b_0 + sum_{j=1..k}
+    (-b_j/b_0) q_{k-j}``, pushed (``_pushed``: the terms of ``q_m`` are ``-b_i/b_0``)."""
+    (a, b), (ca, cb) = X, carried
+    if not cb:
+        return _batch(prim, X, [True, False], {})
+    sa, sb = _shape(a)[1 if ca else 0:], _shape(b)[1:]
+    rank = max(len(sa), len(sb))                      # (stacks broadcast with their ranks equal)
+    if len(sb) < rank:
+        b = reshape(b, (K + 1,) + (1,) * (rank - len(sb)) + sb)
+    if ca and len(sa) < rank:
+        a = reshape(a, (K + 1,) + (1,) * (rank - len(sa)) + sa)
+    elif not ca and sa:
+        a = a[None]                                   # (a constant's order axis)
+    b0 = b[:1]
+    U = b[1:] / -b0                                   # -b_i / b_0, i = 1..K
+    q0 = prim.lifted(a[:1] if ca else a, b0)
+    acc = U * q0                                      # the terms of q_0
+    if ca:
+        acc = a[1:] / b0 + acc
+    if K == 1:
+        return concatenate([q0, acc], axis=0)
+    return _pushed(q0, acc, lambda m: U[:K - m], K)
+
+
+def sin_cos(X, K, s0, c0, sign):
+    """``s, c = sin(x), cos(x)`` (sign -1) or ``sinh(x), cosh(x)`` (sign +1) together:
+    ``s_k = sum_{m<k} ((k-m)/k) x_{k-m} c_m``, ``c_k = sign sum_{m<k} ((k-m)/k) x_{k-m}
+    s_m``, both pushed with exp's terms: four calls per order for the two."""
+    acc_s = X[1:] * c0
+    acc_c = X[1:] * (s0 if sign > 0 else -s0)
+    rows_s, rows_c = [s0], [c0]
+    if K > 1:
+        terms = _terms(K, X[1:], lambda m, i: i / (m + i))
+        for m in range(1, K):
+            sm, cm = acc_s[:1], acc_c[:1]
+            rows_s.append(sm)
+            rows_c.append(cm)
+            z = terms(m)
+            acc_s = acc_s[1:] + z * cm
+            acc_c = acc_c[1:] + z * sm if sign > 0 else acc_c[1:] - z * sm
+    rows_s.append(acc_s)
+    rows_c.append(acc_c)
+    return concatenate(rows_s, axis=0), concatenate(rows_c, axis=0)
+
+
+def _trig(partner, sign, first):
+    """The stacked rule of ``sin`` (``cos``, ``sinh``, ``cosh``): ``sin_cos`` with the
+    partner function's primal; ``first`` says whether the primitive's result is ``s``."""
+    def rule(prim, X, carried, params, K):
+        (X,) = X
+        x0 = X[:1]
+        own, other = prim.lifted(x0), registry.PRIMITIVES[partner].lifted(x0)
+        s, c = sin_cos(X, K, own, other, sign) if first else sin_cos(X, K, other, own, sign)
+        return s if first else c
+    return rule
 
 
 def power(prim, X, carried, params, K):
@@ -202,51 +336,73 @@ def power(prim, X, carried, params, K):
     return cauchy(_MULTIPLY, x, x, {}, K)
 
 
-def _weights(K, X):
-    """[1, 2, ..., K] shaped (K, 1, ..., 1) against a stack ``X`` of K coefficients (in its dtype)."""
-    return np.arange(1.0, K + 1, dtype=_dtype(X)).reshape((K,) + (1,) * (len(_shape(X)) - 1))
+def _grid(K, S, weight):
+    """Constant weights ``weight(m, i)``, m, i = 1..K - 1, shaped (K - 1, K - 1, 1, ...) to
+    broadcast against a stack ``S`` of coefficients (in its dtype)."""
+    w = np.array([[weight(m, i) for i in range(1, K)] for m in range(1, K)], dtype=_dtype(S))
+    return w.reshape(w.shape + (1,) * (len(_shape(S)) - 1))
+
+
+def _terms(K, S, weight):
+    """``terms(m)`` for ``_pushed``: the rows ``weight(m, i) s_i``, i = 1..K - m, of the
+    coefficients ``S = [s_1, ..., s_K]``: one product of the whole (K - 1) x (K - 1) grid
+    where it fits (``PAIRS_LIMIT``), else one product per order."""
+    if (K - 1) * (K - 1) * int(np.prod(_shape(S)[1:])) <= PAIRS_LIMIT:
+        Z = _grid(K, S, weight) * S[:K - 1]
+        return lambda m: Z[m - 1, :K - m]
+    return lambda m: _grid(K, S, weight)[m - 1, :K - m] * S[:K - m]
+
+
+def _pushed(first, acc, terms, K, sign=1):
+    """``[first, y_1, ..., y_K]`` of a recurrence ``y_k = acc_k + sign sum_{m=1..k-1}
+    terms(m)[k-m-1] y_m``, pushed forward: ``acc`` holds the rows k = 1..K with the terms
+    of the orders so far; once ``y_m`` (its first row) is complete, its terms go into the
+    rows above at once.  Two calls per order (a product and a sum), where pulling each
+    ``y_k`` from the stack of the lower ones took a product, a reduction, a scale and a
+    concatenation.  The terms are summed in m's order, as the coefficient-wise rules do."""
+    rows = [first]
+    for m in range(1, K):
+        ym = acc[:1]
+        rows.append(ym)
+        t = terms(m) * ym
+        acc = acc[1:] + t if sign > 0 else acc[1:] - t
+    rows.append(acc)
+    return concatenate(rows, axis=0)
 
 
 def exp(prim, X, carried, params, K):
-    """``y = exp(x)``: ``k y_k = sum_{m=0..k-1} (k-m) x_{k-m} y_m``, one step per order on
-    the stack of the y's so far against ``[K x_K, ..., 1 x_1]``'s last k rows.  (The
-    stacks stay in order, not reversed views: numba's reductions take contiguous arrays.)"""
+    """``y = exp(x)``: ``y_k = sum_{m=0..k-1} ((k-m)/k) x_{k-m} y_m``, pushed: the terms of
+    ``y_m`` (m >= 1) are ``i/(m+i) x_i`` (i = k - m), one grid for every m."""
     (X,) = X
-    y = expand_dims(prim.lifted(X[0]), 0)
-    jx = X[K:0:-1] * _weights(K, X)[::-1]             # K x_K, ..., 1 x_1
-    for k in range(1, K + 1):
-        yk = jx[K - 1:] * y if k == 1 else \
-            _sum(jx[K - k:] * y, axis=0, keepdims=True) * (1.0 / k)
-        y = concatenate([y, yk], axis=0)
-    return y
+    y0 = prim.lifted(X[:1])
+    acc = X[1:] * y0                                  # the terms of y_0 (weights k/k = 1)
+    if K == 1:
+        return concatenate([y0, acc], axis=0)
+    return _pushed(y0, acc, _terms(K, X[1:], lambda m, i: i / (m + i)), K)
 
 
 def log(prim, X, carried, params, K):
-    """``y = log(x)``: ``x0 y_k = x_k - (1/k) sum_{j=1..k-1} j y_j x_{k-j}``, one step per
-    order on the stacks of the ``j y_j`` so far and of the x's reversed."""
+    """``y = log(x)``: ``y_k = u_k - sum_{j=1..k-1} (j/k) u_{k-j} y_j``, ``u = x / x0``,
+    pushed: the terms of ``y_j`` are ``j/(j+i) u_i``."""
     (X,) = X
-    x0 = X[0]
-    r = 1.0 / x0
-    ys = [expand_dims(prim.lifted(x0), 0), X[1:2] * r]
-    if K > 1:
-        rev = X[::-1]                                  # x_K, ..., x_0
-        jy = ys[1]
-        for k in range(2, K + 1):
-            s = _sum(jy * rev[K - k + 1:K], axis=0, keepdims=True)
-            yk = (X[k:k + 1] - s * (1.0 / k)) * r
-            ys.append(yk)
-            if k < K:
-                jy = concatenate([jy, yk * float(k)], axis=0)
-    return concatenate(ys, axis=0)
+    x0 = X[:1]
+    U = X[1:] / x0                                    # u_1..u_K
+    y0 = prim.lifted(x0)
+    if K == 1:
+        return concatenate([y0, U], axis=0)
+    return _pushed(y0, U, _terms(K, U, lambda j, i: j / (j + i)), K, -1)
 
 
 _MULTIPLY = registry.PRIMITIVES['numpy.multiply']
+_ADD = registry.PRIMITIVES['numpy.add']
+_SUBTRACT = registry.PRIMITIVES['numpy.subtract']
 _MATMUL = registry.PRIMITIVES['numpy.matmul']
 
 for _names, _rule in (
         (('numpy.add', 'numpy.subtract', 'numpy.negative', 'numpy.sum_to', 'numpy.broadcast_to',
           'numpy.reshape', 'numpy.transpose', 'numpy.scatter_add', 'numpy.at.set', 'numpy.at.add',
-          'numpy.astype', 'numpy.sum', 'numpy.concatenate', 'numpy.cumsum'), linear),
+          'numpy.astype', 'numpy.concatenate', 'numpy.cumsum'), linear),
+        (('numpy.sum',), reduce_sum),
         (('numpy.getitem',), getitem),
         (('numpy.where',), select),
         (('numpy.multiply', 'numpy.matmul', 'numpy.inner', 'numpy.vdot', 'numpy.dot',
@@ -254,6 +410,10 @@ for _names, _rule in (
         (('numpy.divide',), divide),
         (('numpy.power',), power),
         (('numpy.exp',), exp),
-        (('numpy.log',), log)):
+        (('numpy.log',), log),
+        (('numpy.sin',), _trig('numpy.cos', -1, True)),
+        (('numpy.cos',), _trig('numpy.sin', -1, False)),
+        (('numpy.sinh',), _trig('numpy.cosh', 1, True)),
+        (('numpy.cosh',), _trig('numpy.sinh', 1, False))):
     for _n in _names:
         STACKED_RULES[_n] = _rule

@@ -94,3 +94,24 @@ def test_a_primitive_without_a_spelling_calls_its_plain_implementation():
     name = next(k for k in glb if k.startswith('_p_sum_to'))
     assert f"{name}(" in src and glb[name] is registry.PRIMITIVES['numpy.sum_to'].plain
     assert "np.broadcast_to(" in src
+
+
+def test_the_python_backend_spells_reductions_and_reshapes_without_numpys_wrappers():
+    """np.max/np.min are ufunc reductions and np.reshape/np.transpose array methods behind
+    numpy's Python wrappers: the Python backend calls those directly (np.asarray first: a
+    reshape's argument may be a Python number), numba's table keeps numpy's functions."""
+    def f(x, a):
+        r = anp.reshape(x * 2.0, (1, 1))                     # a Python float reshaped
+        return (anp.max(a, axis=0, keepdims=True) + anp.min(a) + r
+                + anp.sum(anp.transpose(a, (1, 0)) * anp.max(a)))
+    a = np.array([[1.0, -2.0, 3.0], [0.5, np.nan, -1.0]])
+    program = nd.trace(f, 0.25, a)
+    src, _ = codegen.python_source(program)
+    assert "np.maximum.reduce(" in src and "np.minimum.reduce(" in src
+    assert ".reshape(" in src and ".transpose(" in src and "np.max(" not in src
+    staged = nd.stage(f)
+    for x, b in ((0.25, a), (-1.5, np.abs(a) + 1.0), (0.25, a)):    # (traced, then compiled)
+        got, want = staged(x, b), f(x, b)
+        np.testing.assert_array_equal(got, want)
+    numba, _ = lowering.spellings('numba')
+    assert numba['numpy.max'].startswith('np.max(') and numba['numpy.reshape'].startswith('np.reshape(')

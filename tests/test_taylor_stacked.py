@@ -180,3 +180,132 @@ def test_matrix_products_of_stacks_have_at_most_three_axes(monkeypatch):
         coefficientwise(m)
         each = nd.derivatives(f, 3)(0.2)
     np.testing.assert_allclose(stacked, each, rtol=1e-12)
+
+
+X2, V2 = np.array([0.7, 1.3]), np.array([0.4, -0.9])
+
+
+def recurrences(t):
+    """Every recurrence on the stacks (exp, log, sin, cos, sinh, cosh, division by a jet,
+    its divisor and dividend broadcast against each other and against a constant) and a
+    traced constant shifting a jet (logsumexp's maximum)."""
+    x = X2 + t * V2
+    s = anp.sum(x)
+    y = anp.exp(0.4 * x) * anp.sin(x) + anp.cos(x[::-1]) / (1.5 + anp.sinh(0.5 * x)) \
+        + anp.log(x) * anp.cosh(0.3 * x)
+    return anp.sum(y / s) + anp.sum(np.ones((2, 2)) / (x + s)) + anp.sum(s / x[:, None]) \
+        + anp.logsumexp(y * x)
+
+
+def lean(t):
+    """Each recurrence once (nested ``derivative`` 8 deep costs 3^8 per operation)."""
+    x = X2 + t * V2
+    return anp.sum(anp.exp(0.4 * x) * anp.sin(x) + anp.cos(x) / anp.sinh(0.5 * x + 1.0)
+                   + anp.log(x) / anp.cosh(0.3 * x))
+
+
+def test_recurrences_on_the_stack_against_the_coefficientwise_rules_and_nested_derivative(monkeypatch):
+    stacked = {k: nd.derivatives(recurrences, k)(0.1) for k in (1, 2, 3, 8)}
+    staged = nd.stage(nd.derivatives(recurrences, 8))(0.1)
+    np.testing.assert_allclose(staged, stacked[8], rtol=1e-13)
+    g = lean
+    for _ in range(8):
+        g = nd.derivative(g)
+    ours = nd.derivatives(lean, 8)(0.1)[8]
+    assert abs(ours - g(0.1)) <= 1e-12 * abs(ours)
+    coefficientwise(monkeypatch)
+    for k, got in stacked.items():
+        each = nd.derivatives(recurrences, k)(0.1)
+        np.testing.assert_allclose(got, each, rtol=1e-12, atol=1e-12 * max(abs(v) for v in each))
+
+
+def test_recurrences_stay_stacked(monkeypatch):
+    """The recurrences run on the stacks: no jet of arrays is unstacked into its terms."""
+    made = []
+    series = taylor.ArrayJet.series
+
+    def spy(self):
+        if self.shape:
+            made.append(self)
+        return series.fget(self)
+    monkeypatch.setattr(taylor.ArrayJet, 'series', property(spy))
+    nd.derivatives(recurrences, 5)(0.1)
+    assert made == []
+
+
+def test_recurrences_take_two_calls_per_order():
+    """Staged, each recurrence adds two array calls per order (a product and a sum on the
+    stack: slices are views, not counted), past the fixed ones."""
+    def f(t):
+        x = X2 + t * V2
+        return anp.sum(anp.exp(x) + anp.log(x) + 1.0 / x + anp.sin(x))
+
+    def calls(k):
+        s = nd.stage(nd.derivatives(f, k))
+        s(0.1)
+        return sum(1 for e in s.programs()[0].eqns
+                   if getattr(e.op, 'qualname', None) not in ('numpy.getitem', 'mul'))
+    # exp, log and the division 2 per order, sin with its cos 4 (the output's scalings:
+    # scalar 'mul', not counted)
+    assert calls(8) - calls(4) <= 4 * (2 + 2 + 2 + 4)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_recurrences_keep_non_finite_coefficients_where_they_are(monkeypatch, k):
+    """At a singular point (log and division at 0) and with an inf input coefficient, each
+    stacked coefficient is finite exactly where the coefficient-wise one is (never a finite
+    number for a nan or inf), and equal to it there."""
+    def f(a):
+        return anp.concatenate([anp.log(a), 1.0 / a, a / a[::-1], anp.exp(a) * anp.sin(a),
+                                anp.cosh(a)])
+    series = [np.array([1.0, -1.0])] * (k - 1) + [np.array([np.inf, 1.0])]
+    with np.errstate(all='ignore'):
+        for x in (np.array([0.0, 2.0]), np.array([0.5, 2.0])):
+            args = ((x,), (series,))
+            y, out = nd.jet(f, *args)
+            with monkeypatch.context() as m:
+                coefficientwise(m)
+                y_each, out_each = nd.jet(f, *args)
+            for a, b in zip([y, *out], [y_each, *out_each]):
+                assert np.array_equal(np.isfinite(a), np.isfinite(b)), (x, a, b)
+                np.testing.assert_allclose(a[np.isfinite(b)], b[np.isfinite(b)], rtol=1e-13)
+
+
+def test_recurrences_past_the_pairs_limit_take_their_terms_order_by_order(monkeypatch):
+    """Past ``PAIRS_LIMIT`` a recurrence makes its weighted terms per order instead of one
+    (K - 1) x (K - 1) grid, with the same answer; float32 stays float32."""
+    from nestad import taylor_stack
+    stacked = nd.derivatives(recurrences, 6)(0.1)
+    monkeypatch.setattr(taylor_stack, 'PAIRS_LIMIT', 3)
+    small = nd.derivatives(recurrences, 6)(0.1)
+    np.testing.assert_allclose(small, stacked, rtol=1e-13, atol=1e-13 * max(abs(v) for v in stacked))
+    x = np.linspace(0.5, 1.0, 3, dtype=np.float32)
+    for f in (lambda a: anp.exp(a) + anp.log(a), lambda a: anp.sin(a) / a + anp.cosh(a)):
+        y, s = nd.jet(f, (x,), ((x, x, x),))
+        assert y.dtype == np.float32 and all(t.dtype == np.float32 for t in s)
+
+
+def test_sums_over_a_short_last_axis_are_slices_added_with_the_same_bits(monkeypatch):
+    """A sum over a short last axis of a stack (``SHORT_SUM``) is its slices added (numpy's
+    reduction of a short contiguous axis costs per output): the same bits as the
+    coefficient-wise sums, keepdims and negative axes too; other sums keep the reduction."""
+    rng = np.random.default_rng(1)
+    X0, V3 = rng.normal(size=(4, 20, 3)), rng.normal(size=(4, 20, 3))
+
+    def f(t):
+        x = (X0 + t * V3) * (X0 - t)
+        return [anp.sum(x * x, axis=2), anp.sum(x, axis=-1, keepdims=True), anp.sum(x, axis=1),
+                anp.sum(x[:1, :2], axis=2)]
+    stacked = nd.derivatives(f, 4)(0.3)
+    s = nd.stage(nd.derivatives(f, 4))
+    staged = s(0.3)
+    reductions = [e.params['axis'] for e in s.programs()[0].eqns
+                  if getattr(e.op, 'qualname', None) == 'numpy.sum']
+    # (the stack's last axis is 3: only the sum into 2 x 5 numbers is still a reduction)
+    assert [a for a in reductions if a in (3, -1, (3,), (-1,))] == [3], reductions
+    coefficientwise(monkeypatch)
+    each = nd.derivatives(f, 4)(0.3)
+    for a, b, c in zip(stacked, each, staged):
+        for u, v, w in zip(a, b, c):
+            np.testing.assert_array_equal(u, v)
+            np.testing.assert_array_equal(w, v)
