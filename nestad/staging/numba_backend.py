@@ -374,10 +374,10 @@ def _helper(numba, fn):
     return dispatcher
 
 
-def _cache_helpers():
-    """Point the helpers' caches at ``cache_dir()/helpers`` (again, if it moved: a test or
+def _cache_helpers(directory):
+    """Point the helpers' caches at ``directory/helpers`` (again, if it moved: a test or
     a benchmark sets ``NESTAD_CACHE_DIR`` per run)."""
-    where = os.path.join(cache_dir(), 'helpers')
+    where = os.path.join(directory, 'helpers')
     if _HELPERS_AT[0] == where:
         return
     from numba.core import caching
@@ -570,10 +570,10 @@ def _code_key(code):
     return hashlib.sha256(repr((code.co_code, consts, code.co_names)).encode()).hexdigest()
 
 
-def _cache_file(source, glb):
-    """A file holding ``source`` for numba's ``cache=True``, named by a hash of the source,
-    its globals' values, and the versions of what compiles it; None when a global has no
-    stable fingerprint or the directory cannot be written."""
+def _cache_file(source, glb, directory):
+    """A file in ``directory`` holding ``source`` for numba's ``cache=True``, named by a hash
+    of the source, its globals' values, and the versions of what compiles it; None when a
+    global has no stable fingerprint or the directory cannot be written."""
     import numba
     parts = [source, numba.__version__, np.__version__, _SELF, f"opt {OPT_LEVEL}",
              _code_key(compile_numba.__code__),
@@ -588,7 +588,7 @@ def _cache_file(source, glb):
             return None
         parts.append(f"{name}={fp}")
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
-    path = os.path.join(cache_dir(), f"staged_{key}.py")
+    path = os.path.join(directory, f"staged_{key}.py")
     try:
         if not os.path.exists(path):        # (rewritten, its new time would void numba's index)
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -689,10 +689,11 @@ def _with_constants(jitted, arrays):
     return staged
 
 
-def compile_numba(fn, program):
+def compile_numba(fn, program, directory=None, info=None):
     """``program`` spelled with numba's lowering table and compiled by numba, with its
-    machine code cached on disk (``cache_dir``); or ``fn`` (the Python backend's function
-    of it) itself, with a warning, where numba cannot compile it."""
+    machine code cached on disk (in ``directory``, by default ``cache_dir()``); or ``fn``
+    (the Python backend's function of it) itself, with a warning, where numba cannot
+    compile it.  ``info``, a dict, gets the cache file's path (None: not cached)."""
     try:
         import numba
     except ImportError:
@@ -704,7 +705,8 @@ def compile_numba(fn, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     taught = _teach(numba)
-    _cache_helpers()
+    directory = directory or cache_dir()
+    _cache_helpers(directory)
     sources, glb = python_sources(program, fn.__name__, backend='numba', piece=PIECE_LINES)
     # Constant arrays become arguments (of every piece): numba would freeze them into the
     # machine code (slow to compile for large ones, and code holding them is not cached).
@@ -713,7 +715,9 @@ def compile_numba(fn, program):
         sources = [_taking(src, arrays, j == len(sources) - 1 > 0) for j, src in enumerate(sources)]
     source = "\n\n".join(sources)
     pieces = [f"{fn.__name__}_{j}" for j in range(len(sources) - 1)]
-    path = _cache_file(source, glb)
+    path = _cache_file(source, glb, directory)
+    if info is not None:
+        info['path'] = path
     glb['np'] = _NUMPY
     # numba loading cached code imports the module its globals name (compiled nopython
     # code reads no global at run time): this one, as the generated module is no module
