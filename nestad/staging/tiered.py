@@ -19,6 +19,7 @@ numba backend's warning.
 """
 import atexit
 import hashlib
+import importlib.util
 import os
 import pickle
 import subprocess
@@ -31,6 +32,7 @@ from .numba_backend import NumbaFallbackWarning, cache_dir, compile_numba
 
 _RUNNING = set()        # the jobs whose child may still run, in this process
 _LOCK = threading.Lock()
+_LOADING = threading.Lock()     # held while this process imports and readies numba
 _JOBS = {}              # hash of (program, directory) pickled -> its job, in this process
 _KEEP = 256             # jobs remembered (the oldest forgotten first)
 
@@ -103,6 +105,8 @@ class Job:
             result = pickle.loads(out) if code == 0 else None
         except Exception:
             result = None
+        if result is not None and result[0] == 'numba':
+            _warm()
         if result is None:
             result = ('python', f"the tiered backend's compiling process ended with exit code "
                                 f"{code} and no answer")
@@ -117,6 +121,15 @@ class Job:
             pass
 
 
+def _has_numba():
+    if 'numba' in sys.modules:
+        return sys.modules['numba'] is not None
+    try:
+        return importlib.util.find_spec('numba') is not None
+    except (ImportError, ValueError):
+        return False
+
+
 class Tier:
     """The function a tiered program's ``Compiled`` calls until numba's code is loaded:
     the Python backend's function, then (once its job is done) the switch, which
@@ -126,9 +139,7 @@ class Tier:
     def __init__(self, compiled, python):
         self.compiled, self.python = compiled, python
         self.pause = None               # seconds the switching call spent loading
-        try:
-            import numba  # noqa: F401   (only whether it is there: the child imports it)
-        except ImportError:
+        if not _has_numba():             # (not imported here: that alone takes 0.4 s)
             warnings.warn('stage(backend="tiered") needs numba for its second tier (pip '
                           'install "nestad[numba]"); the program runs as Python code',
                           NumbaFallbackWarning, stacklevel=5)
@@ -184,13 +195,40 @@ def _kill_children():
             pass
 
 
+def _warm():
+    """(the job's thread, before it reports the child's answer) numba imported and taught
+    here, its typing context filled: 1-4 s of a process's first numba program (importing
+    numba, its numpy registries, scipy's BLAS), which would otherwise be the switching
+    call's pause.  Held under ``_LOADING``, which a fork waits for (``_forking``): a fork
+    in the middle of an import or of numba's compiler lock would leave them held."""
+    with _LOADING:
+        try:
+            import numba
+            from numba.core.registry import cpu_target
+
+            from .numba_backend import _teach
+            _teach(numba)
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+        except Exception:               # (the switch then does it, and says what failed)
+            pass
+
+
+def _forking():
+    _LOADING.acquire()
+
+
+def _forked_parent():
+    _LOADING.release()
+
+
 def _forked():
     """(in a forked child) the jobs are its parent's: let go of its copies of their pipes,
     so that a child still sees its parent's end when the parent exits, and stay on
     Python.  (No lock or file object is touched: the parent's thread may have held them
     at the fork; the pipe ends are replaced by /dev/null under the same numbers.)"""
-    global _LOCK
-    _LOCK = threading.Lock()
+    global _LOCK, _LOADING
+    _LOCK, _LOADING = threading.Lock(), threading.Lock()
     jobs = list(_RUNNING)
     _RUNNING.clear()
     for job in jobs:
@@ -205,7 +243,7 @@ def _forked():
 
 
 if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_forked)
+    os.register_at_fork(before=_forking, after_in_parent=_forked_parent, after_in_child=_forked)
 
 
 def _child():
