@@ -431,6 +431,9 @@ class StagedAgainstJax:
                      "JAX e2e / better e2e", "faster in both", "tiered e2e", "tiered until switch",
                      "switch pause", "tiered", "JAX jit / tiered", "tiered faster in both"],
                     self.rows)
+        won = [str(row[0]) for row in self.rows if str(row[11]).startswith("yes")]
+        print(f"faster than JAX jit at both ends (per call and end to end) at k = "
+              f"{', '.join(won) or 'none'} (a staged backend, the tiered one counted)")
 
 
 def main():
