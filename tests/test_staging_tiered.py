@@ -139,3 +139,21 @@ def test_tiered_in_a_forked_process():
     assert g.wait(120)
     np.testing.assert_array_equal(g(w), expected)
     assert g.tiers() == ["numba"]
+
+
+def test_tiered_switch_never_compiles(tmp_path, monkeypatch):
+    # the switching call only loads: a program whose code is not in the disk cache (a
+    # child that said it stored it, wrongly) stays on Python with a warning, at once
+    from nestad.staging import tiered
+
+    done = tiered.Job.__new__(tiered.Job)
+    done.result, done.directory, done.pid = ('numba', 'nowhere'), str(tmp_path), os.getpid()
+    monkeypatch.setattr(tiered, "job_for", lambda program, directory: done)
+    g = nd.stage(nd.gradient_r(loss), backend="tiered")
+    w = np.cos(X)
+    expected = g(w)
+    start = time.perf_counter()
+    with pytest.warns(NumbaFallbackWarning, match="not in the disk cache"):
+        np.testing.assert_array_equal(g(w), expected)
+    assert time.perf_counter() - start < 5.0 and g.tiers() == ["python"]
+    np.testing.assert_array_equal(g(w), expected)

@@ -732,11 +732,28 @@ def _with_constants(jitted, arrays):
     return staged
 
 
-def compile_numba(fn, program, directory=None, info=None):
+def _load_cached(dispatcher, args):
+    """Whether ``dispatcher``'s code for ``args`` was in its disk cache; if so it is
+    loaded and added, as numba's own ``Dispatcher.compile`` does with a cache hit."""
+    from numba.core.compiler_lock import global_compiler_lock
+    with global_compiler_lock:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[sig] += 1
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+    return True
+
+
+def compile_numba(fn, program, directory=None, info=None, load_only=False):
     """``program`` spelled with numba's lowering table and compiled by numba, with its
     machine code cached on disk (in ``directory``, by default ``cache_dir()``); or ``fn``
     (the Python backend's function of it) itself, with a warning, where numba cannot
-    compile it.  ``info``, a dict, gets the cache file's path (None: not cached)."""
+    compile it.  ``info``, a dict, gets the cache file's path (None: not cached).
+    ``load_only``: the program's code loaded from the disk cache, or None where it is not
+    there (nothing compiled: the tiered backend's switch must not pause for minutes)."""
     try:
         import numba
     except ImportError:
@@ -776,8 +793,13 @@ def compile_numba(fn, program, directory=None, info=None):
         for name in pieces:         # (the last function calls them from the module's globals)
             glb[name] = numba.njit(cache=path is not None)(glb[name])
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
+        example = list(program.example) + [glb[name] for name in arrays]
+        if load_only and (path is None or not _load_cached(jitted, example)):
+            return None
         if arrays:
             jitted = _with_constants(jitted, [glb[name] for name in arrays])
+        if load_only:
+            return jitted
         with warnings.catch_warnings(), _optimisation(numba, OPT_LEVEL, vectorize):
             warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)  # ('@' of non-contiguous)
             jitted(*program.example)    # compile now, at the example the program was traced at

@@ -158,9 +158,14 @@ class Tier:
         fn = self.python
         if kind == 'numba':
             start = time.perf_counter()
-            info = {}
-            fn = compile_numba(self.python, self.compiled.program, self.job.directory, info)
+            fn = compile_numba(self.python, self.compiled.program, self.job.directory,
+                               load_only=True)
             self.pause = time.perf_counter() - start
+            if fn is None:
+                fn = self.python
+                warnings.warn("numba's code of a staged program was not in the disk cache "
+                              f"where its compiling process put it ({detail}); it runs as "
+                              "Python code instead", NumbaFallbackWarning, stacklevel=6)
         elif kind == 'python':
             warnings.warn(f"{detail}; it runs as Python code instead", NumbaFallbackWarning,
                           stacklevel=6)
@@ -283,4 +288,9 @@ def _compile(program, directory):
     if info.get('path') is None:
         return 'python', ("numba's code of a staged program cannot be cached on disk (a global "
                           "known only by its address, or no writable cache directory)")
+    if compile_numba(staged, program, directory, load_only=True) is None:
+        said = [str(w.message).splitlines()[0] for w in caught
+                if 'cache' in str(w.message).lower()][:1]
+        return 'python', ("numba did not store a staged program's code on disk"
+                          + (f" ({said[0]})" if said else ""))
     return 'numba', info['path']
