@@ -6,8 +6,10 @@ run in the compiling process); the Python backend's code is ready in millisecond
 slower per call.  A tiered program runs the Python code at once and hands the pickled
 program to a child process (``python -c`` of ``_child`` below), which compiles it with
 numba into ``cache_dir()``; the first call after the child is done loads that machine
-code (a pause of numba's import and the cache load) and calls it from then on.  Both
-tiers compute numpy's numbers (see notes/staging.md, "Tiers").
+code from disk (numba was imported and readied by a thread meanwhile; the switch never
+compiles) and calls it from then on.  The numbers are the numba backend's, which are the
+Python backend's but for a few ulp in numba's array ``exp``, ``log``... (notes/staging.md,
+"Tiers").
 
 The child dies with its parent: it reads the end of its stdin, a pipe only the parent
 (and the parent's forks) hold open, and exits when it closes.  The parent reaps it from a
