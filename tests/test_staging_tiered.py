@@ -39,7 +39,11 @@ def _alive(pid):
         return False
 
 
-def test_tiered_runs_python_then_numba_with_the_same_numbers():
+def test_tiered_runs_python_then_numba_with_the_same_numbers(monkeypatch):
+    from nestad.staging import numba_backend
+    # (the child compiles with the parent's knobs, which are part of the cache key: with
+    # numba's defaults it would store code the switch does not look for)
+    monkeypatch.setattr(numba_backend, "VECTORIZE_FROM", 1)
     jet = nd.stage(nd.derivatives(curve, 2), backend="tiered")
     grad = nd.stage(nd.gradient_r(loss), backend="tiered")
     w = np.cos(X) + 0.5

@@ -39,12 +39,22 @@ _JOBS = {}              # hash of (program, directory) pickled -> its job, in th
 _KEEP = 256             # jobs remembered (the oldest forgotten first)
 
 
+def _settings():
+    """The numba backend's knobs as this process has them (the child compiles with them,
+    so that its code is the one the switch looks up)."""
+    from . import numba_backend
+    return {name: getattr(numba_backend, name) for name in _KNOBS}
+
+
+_KNOBS = ('OPT_LEVEL', 'PIECE_LINES', 'VECTORIZE_FROM')
+
+
 def job_for(program, directory):
     """The job compiling ``program`` into ``directory``: a new one, or the one another
     staged function of this process started for the same program (one child per
     program); a finished job without a child where the program does not pickle."""
     try:
-        payload = pickle.dumps((program, directory), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((program, directory, _settings()), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:              # (a primitive defined in a function has no name)
         job = Job.__new__(Job)
         job.directory, job.pid, job.started, job.finished = directory, os.getpid(), None, None
@@ -276,7 +286,10 @@ def _child():
     os._exit(0)
 
 
-def _compile(program, directory):
+def _compile(program, directory, settings):
+    from . import numba_backend
+    for name, value in settings.items():
+        setattr(numba_backend, name, value)
     def staged(*args):                  # (compile_numba's answer where numba cannot compile)
         raise AssertionError
     info = {}
