@@ -286,9 +286,9 @@ def _child():
     os._exit(0)
 
 
-def _compile(program, directory, settings):
+def _compile(program, directory, settings=None):
     from . import numba_backend
-    for name, value in settings.items():
+    for name, value in (settings or {}).items():    # (None: a parent of an older nestad)
         setattr(numba_backend, name, value)
     def staged(*args):                  # (compile_numba's answer where numba cannot compile)
         raise AssertionError
