@@ -23,7 +23,12 @@ X = np.linspace(0.2, 1.4, 7)
 # (small programs: the child's cold compile of each takes seconds)
 def curve(t):           # a jet's program: sums (pairwise in both tiers), products, sin
     y = X + t * np.cos(X)
-    return nd.numpy.sum(nd.sin(y) * y)
+    return nd.numpy.sum(nd.sin(y) * y) + nd.numpy.sum(y[:, None] * SPREAD)
+
+
+# a constant array that is a view, not C-ordered: it reaches the child pickled, as a C-ordered
+# copy, and numba's disk cache is keyed by the layout it compiled for
+SPREAD = np.broadcast_to(np.linspace(0.5, 2.0, 7)[:, None], (7, 2))
 
 
 def loss(w):            # a reverse gradient's program

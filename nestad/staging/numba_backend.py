@@ -793,16 +793,20 @@ def compile_numba(fn, program, directory=None, info=None, load_only=False):
         for name in pieces:         # (the last function calls them from the module's globals)
             glb[name] = numba.njit(cache=path is not None)(glb[name])
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
-        example = list(program.example) + [glb[name] for name in arrays]
-        if load_only and (path is None or not _load_cached(jitted, example)):
+        # (C-ordered: a view traced as a constant or an argument pickles as a copy, and the
+        # tiered backend's child compiles for the copy's layout; numba's cache is keyed by it)
+        constants = [np.ascontiguousarray(glb[name]) for name in arrays]
+        example = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+                   for a in program.example]
+        if load_only and (path is None or not _load_cached(jitted, example + constants)):
             return None
         if arrays:
-            jitted = _with_constants(jitted, [glb[name] for name in arrays])
+            jitted = _with_constants(jitted, constants)
         if load_only:
             return jitted
         with warnings.catch_warnings(), _optimisation(numba, OPT_LEVEL, vectorize):
             warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)  # ('@' of non-contiguous)
-            jitted(*program.example)    # compile now, at the example the program was traced at
+            jitted(*example)            # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         if isinstance(e, GuardFailure):
             raise
