@@ -30,6 +30,7 @@ import threading
 import time
 import warnings
 
+from . import numba_backend
 from .numba_backend import NumbaFallbackWarning, cache_dir, compile_numba
 
 _RUNNING = set()        # the jobs whose child may still run, in this process
@@ -42,7 +43,6 @@ _KEEP = 256             # jobs remembered (the oldest forgotten first)
 def _settings():
     """The numba backend's knobs as this process has them (the child compiles with them,
     so that its code is the one the switch looks up)."""
-    from . import numba_backend
     return {name: getattr(numba_backend, name) for name in _KNOBS}
 
 
@@ -222,9 +222,7 @@ def _warm():
         try:
             import numba
             from numba.core.registry import cpu_target
-
-            from .numba_backend import _teach
-            _teach(numba)
+            numba_backend._teach(numba)
             cpu_target.typing_context.refresh()
             cpu_target.target_context.refresh()
         except Exception:               # (the switch then does it, and says what failed)
@@ -287,7 +285,6 @@ def _child():
 
 
 def _compile(program, directory, settings=None):
-    from . import numba_backend
     for name, value in (settings or {}).items():    # (None: a parent of an older nestad)
         setattr(numba_backend, name, value)
     def staged(*args):                  # (compile_numba's answer where numba cannot compile)
