@@ -321,6 +321,34 @@ def test_numba_optimises_at_its_level_and_restores_numbas(monkeypatch):
     assert config.OPT is before
 
 
+def test_numba_vectorizes_loops_of_large_arrays_only(monkeypatch):
+    # LLVM's loop vectorizer is off while a program of small arrays compiles (a third of
+    # a staged jet's compile, no faster calls) and on for one with an array of at least
+    # VECTORIZE_FROM elements; numba's setting is back afterwards; the numbers are numpy's
+    from numba.core import config
+    from numba.core.codegen import CPUCodegen
+
+    from nestad.staging import numba_backend
+    seen, builder = [], CPUCodegen._pass_builder
+
+    def recording(self, **kwargs):
+        if kwargs.get('opt', config.OPT) != 0:      # (not numba's cheap pre-pass, never vectorized)
+            seen.append(kwargs.get('loop_vectorize', config.LOOP_VECTORIZE))
+        return builder(self, **kwargs)
+    monkeypatch.setattr(CPUCodegen, '_pass_builder', recording)
+    monkeypatch.setattr(numba_backend, 'VECTORIZE_FROM', 6)
+    before = config.LOOP_VECTORIZE
+    f = lambda x: x * x * 3.0 + 1.0                         # noqa: E731
+    for n, vectorized in ((5, False), (6, True)):
+        seen.clear()
+        x = np.linspace(-1.0, 2.0, n)
+        g = nd.stage(f, backend="numba")
+        g(x)
+        np.testing.assert_array_equal(g(x), f(x))
+        assert seen and all(bool(v) == vectorized for v in seen), (n, seen)
+        assert config.LOOP_VECTORIZE == before
+
+
 X = np.array([0.3, -0.7, 1.1])
 
 

@@ -218,44 +218,51 @@ def _teach(numba):
     * ``math.cbrt`` (Python 3.11), which numba lacks: numpy's ``cbrt``, the same C
       ``cbrt``."""
     global _TAUGHT
-    if _TAUGHT is None:
-        import math
-
-        import numpy as np
-        from numba.core import types
-        from numba.extending import overload
-
-
-        def pow_ieee(x, y):
-            x, y = float(x), float(y)
-            if y == 0.5 and x <= 0.0:     # numpy's power is sqrt: -0.0 at -0.0, nan at -inf
-                return np.sqrt(x)
-            return x ** y
-
-        @overload(_pow_plain)
-        def _pow(x, y):
-            if isinstance(x, types.Float) or isinstance(y, types.Float):
-                return pow_ieee
-
-        def int_pow(x, y):
-            # exact below 2**63, as Python's ints; beyond, numba's would wrap: raise, and
-            # the call reruns as Python (stage.Compiled)
-            if abs(x) > 1 and y * math.log2(abs(x)) >= 62.0:
-                raise OverflowError("an int power beyond 64 bits")
-            return x ** y
-
-        @overload(_real_pow)
-        def _rpow(x, y):
-            if isinstance(x, types.Integer) and isinstance(y, types.Integer):
-                return int_pow
-            return lambda x, y: float(x) ** float(y)
-        _TAUGHT = {_pow_plain} | _teach_arrays(numba, types, overload)
-        if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
-            @overload(math.cbrt)
-            def _cbrt(x):
-                if isinstance(x, (types.Float, types.Integer)):
-                    return lambda x: np.cbrt(float(x))
+    from numba.core.compiler_lock import global_compiler_lock
+    with global_compiler_lock:          # (the tiered backend readies numba in a thread)
+        if _TAUGHT is None:
+            _TAUGHT = _teach_once(numba)
     return _TAUGHT
+
+
+def _teach_once(numba):
+    import math
+
+    import numpy as np
+    from numba.core import types
+    from numba.extending import overload
+
+
+    def pow_ieee(x, y):
+        x, y = float(x), float(y)
+        if y == 0.5 and x <= 0.0:     # numpy's power is sqrt: -0.0 at -0.0, nan at -inf
+            return np.sqrt(x)
+        return x ** y
+
+    @overload(_pow_plain)
+    def _pow(x, y):
+        if isinstance(x, types.Float) or isinstance(y, types.Float):
+            return pow_ieee
+
+    def int_pow(x, y):
+        # exact below 2**63, as Python's ints; beyond, numba's would wrap: raise, and
+        # the call reruns as Python (stage.Compiled)
+        if abs(x) > 1 and y * math.log2(abs(x)) >= 62.0:
+            raise OverflowError("an int power beyond 64 bits")
+        return x ** y
+
+    @overload(_real_pow)
+    def _rpow(x, y):
+        if isinstance(x, types.Integer) and isinstance(y, types.Integer):
+            return int_pow
+        return lambda x, y: float(x) ** float(y)
+    taught = {_pow_plain} | _teach_arrays(numba, types, overload)
+    if hasattr(math, 'cbrt') and not _knows(numba, math.cbrt):
+        @overload(math.cbrt)
+        def _cbrt(x):
+            if isinstance(x, (types.Float, types.Integer)):
+                return lambda x: np.cbrt(float(x))
+    return taught
 
 
 def _teach_arrays(numba, types, overload):
@@ -374,10 +381,10 @@ def _helper(numba, fn):
     return dispatcher
 
 
-def _cache_helpers():
-    """Point the helpers' caches at ``cache_dir()/helpers`` (again, if it moved: a test or
+def _cache_helpers(directory):
+    """Point the helpers' caches at ``directory/helpers`` (again, if it moved: a test or
     a benchmark sets ``NESTAD_CACHE_DIR`` per run)."""
-    where = os.path.join(cache_dir(), 'helpers')
+    where = os.path.join(directory, 'helpers')
     if _HELPERS_AT[0] == where:
         return
     from numba.core import caching
@@ -570,12 +577,12 @@ def _code_key(code):
     return hashlib.sha256(repr((code.co_code, consts, code.co_names)).encode()).hexdigest()
 
 
-def _cache_file(source, glb):
-    """A file holding ``source`` for numba's ``cache=True``, named by a hash of the source,
-    its globals' values, and the versions of what compiles it; None when a global has no
-    stable fingerprint or the directory cannot be written."""
+def _cache_file(source, glb, directory, options=""):
+    """A file in ``directory`` holding ``source`` for numba's ``cache=True``, named by a hash
+    of the source, its globals' values, and the versions of what compiles it; None when a
+    global has no stable fingerprint or the directory cannot be written."""
     import numba
-    parts = [source, numba.__version__, np.__version__, _SELF, f"opt {OPT_LEVEL}",
+    parts = [source, numba.__version__, np.__version__, _SELF, f"opt {OPT_LEVEL}", options,
              _code_key(compile_numba.__code__),
              _fingerprint(_teach_arrays), _fingerprint(_teach)]
     for name in sorted(glb):
@@ -588,7 +595,7 @@ def _cache_file(source, glb):
             return None
         parts.append(f"{name}={fp}")
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
-    path = os.path.join(cache_dir(), f"staged_{key}.py")
+    path = os.path.join(directory, f"staged_{key}.py")
     try:
         if not os.path.exists(path):        # (rewritten, its new time would void numba's index)
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -638,23 +645,59 @@ def _complaint(e):
 OPT_LEVEL = 3
 
 
-class _optimisation(object):
-    """numba's optimisation level set to ``level`` while a staged program compiles (its
-    callees are compiled then too): numba reads ``config.OPT`` whenever it optimises a
-    function.  The compiler lock is held so that no other thread compiles meanwhile."""
+# LLVM's loop vectorizer only for a program with an array of at least this many elements.
+# A staged jet's arrays are small (the largest in GradBench's ode jets 21-567 elements,
+# gmm's 720 at k = 1), and vectorizing each of its many short loops (a vector body, a
+# remainder, run-time alias checks) is a third of LLVM's time: gmm's jet at k = 1 compiled
+# in 137 s of CPU without it against 212 s, and its calls ran as fast (notes/benchmarks.md,
+# "numba-tier").  Large arrays keep it (GradBench's gmm objective, 50,000 entries, ran
+# 13-24% slower at LLVM levels that do not vectorize); the bound between is a guess.
+VECTORIZE_FROM = 4096
 
-    def __init__(self, numba, level):
+
+def _largest(program):
+    """The most elements of any array of the program (its loops' included)."""
+    most = 1
+    for v in program.inputs:
+        most = max(most, int(np.prod(getattr(v, 'shape', ()) or (1,))))
+    for eqn in program.eqns:
+        for v in list(eqn.outs) + list(eqn.args):
+            shape = getattr(v, 'shape', None)
+            if shape:
+                most = max(most, int(np.prod(shape)))
+        for p in eqn.params.values():
+            if isinstance(p, Program):
+                most = max(most, _largest(p))
+    return most
+
+
+class _optimisation(object):
+    """numba's optimisation level set to ``level``, and its loop vectorizer on or off,
+    while a staged program compiles (its callees are compiled then too): numba reads
+    ``config.OPT`` and ``config.LOOP_VECTORIZE`` whenever it optimises a function (its
+    cheap module pass reads its codegen's ``_loopvect``).  The compiler lock is held so
+    that no other thread compiles meanwhile."""
+
+    def __init__(self, numba, level, vectorize=True):
         from numba.core import config
         from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
         self.config, self.lock, self.level = config, global_compiler_lock, level
+        self.vectorize, self.codegen = int(vectorize), cpu_target.target_context.codegen()
 
     def __enter__(self):
         self.lock.acquire()
-        self.saved = self.config.OPT
-        self.config.OPT = type(self.saved)(self.level)
+        self.saved = self.config.OPT, self.config.LOOP_VECTORIZE, \
+            getattr(self.codegen, '_loopvect', None)
+        self.config.OPT = type(self.saved[0])(self.level)
+        self.config.LOOP_VECTORIZE = self.vectorize
+        if self.saved[2] is not None:
+            self.codegen._loopvect = bool(self.vectorize and self.saved[2])
 
     def __exit__(self, *exc):
-        self.config.OPT = self.saved
+        self.config.OPT, self.config.LOOP_VECTORIZE = self.saved[:2]
+        if self.saved[2] is not None:
+            self.codegen._loopvect = self.saved[2]
         self.lock.release()
 
 
@@ -689,10 +732,28 @@ def _with_constants(jitted, arrays):
     return staged
 
 
-def compile_numba(fn, program):
+def _load_cached(dispatcher, args):
+    """Whether ``dispatcher``'s code for ``args`` was in its disk cache; if so it is
+    loaded and added, as numba's own ``Dispatcher.compile`` does with a cache hit."""
+    from numba.core.compiler_lock import global_compiler_lock
+    with global_compiler_lock:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[sig] += 1
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+    return True
+
+
+def compile_numba(fn, program, directory=None, info=None, load_only=False):
     """``program`` spelled with numba's lowering table and compiled by numba, with its
-    machine code cached on disk (``cache_dir``); or ``fn`` (the Python backend's function
-    of it) itself, with a warning, where numba cannot compile it."""
+    machine code cached on disk (in ``directory``, by default ``cache_dir()``); or ``fn``
+    (the Python backend's function of it) itself, with a warning, where numba cannot
+    compile it.  ``info``, a dict, gets the cache file's path (None: not cached).
+    ``load_only``: the program's code loaded from the disk cache, or None where it is not
+    there (nothing compiled: the tiered backend's switch must not pause for minutes)."""
     try:
         import numba
     except ImportError:
@@ -704,7 +765,8 @@ def compile_numba(fn, program):
                       "code instead", NumbaFallbackWarning, stacklevel=4)
         return fn
     taught = _teach(numba)
-    _cache_helpers()
+    directory = directory or cache_dir()
+    _cache_helpers(directory)
     sources, glb = python_sources(program, fn.__name__, backend='numba', piece=PIECE_LINES)
     # Constant arrays become arguments (of every piece): numba would freeze them into the
     # machine code (slow to compile for large ones, and code holding them is not cached).
@@ -713,7 +775,10 @@ def compile_numba(fn, program):
         sources = [_taking(src, arrays, j == len(sources) - 1 > 0) for j, src in enumerate(sources)]
     source = "\n\n".join(sources)
     pieces = [f"{fn.__name__}_{j}" for j in range(len(sources) - 1)]
-    path = _cache_file(source, glb)
+    vectorize = _largest(program) >= VECTORIZE_FROM
+    path = _cache_file(source, glb, directory, f"vectorize {vectorize}")
+    if info is not None:
+        info['path'] = path
     glb['np'] = _NUMPY
     # numba loading cached code imports the module its globals name (compiled nopython
     # code reads no global at run time): this one, as the generated module is no module
@@ -728,11 +793,20 @@ def compile_numba(fn, program):
         for name in pieces:         # (the last function calls them from the module's globals)
             glb[name] = numba.njit(cache=path is not None)(glb[name])
         jitted = numba.njit(cache=path is not None)(glb[fn.__name__])
+        # (C-ordered: a view traced as a constant or an argument pickles as a copy, and the
+        # tiered backend's child compiles for the copy's layout; numba's cache is keyed by it)
+        constants = [np.ascontiguousarray(glb[name]) for name in arrays]
+        example = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+                   for a in program.example]
+        if load_only and (path is None or not _load_cached(jitted, example + constants)):
+            return None
         if arrays:
-            jitted = _with_constants(jitted, [glb[name] for name in arrays])
-        with warnings.catch_warnings(), _optimisation(numba, OPT_LEVEL):
+            jitted = _with_constants(jitted, constants)
+        if load_only:
+            return jitted
+        with warnings.catch_warnings(), _optimisation(numba, OPT_LEVEL, vectorize):
             warnings.simplefilter('ignore', numba.NumbaPerformanceWarning)  # ('@' of non-contiguous)
-            jitted(*program.example)    # compile now, at the example the program was traced at
+            jitted(*example)            # compile now, at the example the program was traced at
     except Exception as e:              # numba's typing and lowering errors have many types
         if isinstance(e, GuardFailure):
             raise

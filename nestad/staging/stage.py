@@ -40,6 +40,7 @@ from .randomness import TracingGenerator, draw, is_generator, restore, states
 from .tracing import is_traced_leaf, static_arguments, static_mask, trace_leaves
 from .lowering import BACKENDS      # (python, numba and any registered backend)
 from .numba_backend import compile_numba
+from .tiered import Tier
 
 CACHE_SIZE = 64           # programs a staged function keeps in all (least recently used go)
 RETRACE_WARN = 10         # warn when this many traces take most of the time since they began
@@ -59,8 +60,9 @@ def stage(f=None, *, backend="python", static_argnums=(), static_argnames=(), ma
         return lambda g: stage(g, backend=backend, static_argnums=static_argnums,
                                static_argnames=static_argnames, max_traces=max_traces,
                                cache_size=cache_size)
-    if backend not in BACKENDS:
-        raise InvalidInputError(f"stage: backend must be one of {tuple(BACKENDS)}, not {backend!r}")
+    if backend not in BACKENDS and backend != "tiered":
+        raise InvalidInputError(f"stage: backend must be one of {(*BACKENDS, 'tiered')}, "
+                                f"not {backend!r}")
     if not callable(f):
         raise InvalidInputError(f"stage(f): f must be callable, not {f!r:.60}")
     for name, n in (('max_traces', max_traces), ('cache_size', cache_size)):
@@ -77,11 +79,11 @@ class Compiled:
     """A program and the function that computes it, compiled when first called (the
     call that traced the program already has its result)."""
     __slots__ = ('program', 'backend', 'fn', 'source', 'single', 'safe', 'draws', 'guarded',
-                 'flat')
+                 'flat', 'tier')
 
     def __init__(self, program, backend):
         self.program, self.backend = program, backend
-        self.fn = self.source = self.safe = None
+        self.fn = self.source = self.safe = self.tier = None
         tree = program.out_tree
         self.single = tree.children is None
         # (a list or tuple of leaves, a gradient's usual result, is made in one step)
@@ -100,6 +102,10 @@ class Compiled:
                 piece=None if self.backend == "numba" else PIECE_LINES)
         if self.backend == "numba":
             self.fn = compile_numba(self.fn, self.program)
+        elif self.backend == "tiered":     # (Python now; numba's code once a child compiled it)
+            self.tier = Tier(self, self.fn)
+            if self.tier.job is not None:
+                self.fn = self.tier
 
     def __call__(self, dyn):
         if self.fn is None:
@@ -119,7 +125,7 @@ class Compiled:
 
     @property
     def source_backend(self):
-        return 'python' if self.backend == 'numba' else self.backend
+        return 'python' if self.backend in ('numba', 'tiered') else self.backend
 
     def ieee(self, dyn):
         """The call again, after ``math`` raised where IEEE 754 has an answer (log(0),
@@ -245,6 +251,8 @@ class Staged:
             if not entries:                   # (no key without a program)
                 del cache[key]
             raise
+        if c.backend == "tiered":     # (its child starts compiling now, not at the next call)
+            c.compile()
         entries.insert(0, c)
         self.size += 1
         if len(entries) > self.max_traces:
@@ -320,7 +328,29 @@ class Staged:
 
     def programs(self):
         """Every program traced so far and kept (most recently used first under each key)."""
-        return [c.program for entries in reversed(self.cache.values()) for c in entries]
+        return [c.program for c in self._compiled()]
+
+    def _compiled(self):
+        return [c for entries in reversed(self.cache.values()) for c in entries]
+
+    def tiers(self):
+        """The tier each program of ``programs()`` runs on: 'numba' once a tiered program
+        switched (``backend="tiered"``), else 'python' ('numba' throughout with
+        ``backend="numba"`` unless it fell back)."""
+        return [c.tier.name if c.tier is not None else
+                'numba' if hasattr(c.fn, 'py_func') or hasattr(c.fn, 'dispatcher') else 'python'
+                for c in self._compiled()]
+
+    def wait(self, timeout=None):
+        """(``backend="tiered"``) Block until the processes compiling this function's
+        programs with numba are done, or ``timeout`` seconds passed; True if done.  The
+        next call of each program then switches to numba's code."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for c in self._compiled():
+            if c.tier is not None and not c.tier.wait(
+                    None if end is None else max(0.0, end - time.monotonic())):
+                return False
+        return True
 
     def __repr__(self):
         return f"<staged {self.label!r} ({self.backend})>"
