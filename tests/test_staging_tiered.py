@@ -166,3 +166,30 @@ def test_tiered_switch_never_compiles(tmp_path, monkeypatch):
         np.testing.assert_array_equal(g(w), expected)
     assert time.perf_counter() - start < 5.0 and g.tiers() == ["python"]
     np.testing.assert_array_equal(g(w), expected)
+
+
+def test_tiered_trial_keeps_the_faster_tier():
+    # after the switch the tiers take turns for TRIAL_CALLS calls and the faster one stays:
+    # numba's code is not always the faster (gmm's stacked jet at k = 8)
+    from types import SimpleNamespace
+
+    from nestad.staging import tiered
+
+    def slow(x):
+        time.sleep(0.002)
+        return x + 1.0
+
+    def fast(x):
+        return x + 1.0
+
+    for numba_fn, python_fn, kept, name in [(slow, fast, fast, "python"),
+                                            (fast, slow, fast, "numba")]:
+        tier = tiered.Tier.__new__(tiered.Tier)
+        tier.compiled, tier.python = SimpleNamespace(fn=None), python_fn
+        trial = tier.compiled.fn = tiered.Trial(tier, numba_fn)
+        assert tier.name == "numba"           # numba's code loaded, on trial
+        for k in range(tiered.TRIAL_CALLS):
+            assert tier.compiled.fn is trial
+            assert trial(float(k)) == k + 1.0
+        assert tier.compiled.fn is kept and tier.name == name
+        assert trial.times[0] and len(trial.times[0]) == len(trial.times[1])

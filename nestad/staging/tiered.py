@@ -7,7 +7,8 @@ slower per call.  A tiered program runs the Python code at once and hands the pi
 program to a child process (``python -c`` of ``_child`` below), which compiles it with
 numba into ``cache_dir()``; the first call after the child is done loads that machine
 code from disk (numba was imported and readied by a thread meanwhile; the switch never
-compiles) and calls it from then on.  The numbers are the numba backend's, which are the
+compiles); the next ``TRIAL_CALLS`` calls take turns on the two tiers, timed, and the
+faster one serves every call after them (numba's, nearly always).  The numbers are the numba backend's, which are the
 Python backend's but for a few ulp in numba's array ``exp``, ``log``... (notes/staging.md,
 "Tiers").
 
@@ -24,6 +25,7 @@ import hashlib
 import importlib.util
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 import threading
@@ -145,7 +147,8 @@ def _has_numba():
 class Tier:
     """The function a tiered program's ``Compiled`` calls until numba's code is loaded:
     the Python backend's function, then (once its job is done) the switch, which
-    replaces ``compiled.fn`` with numba's function (or with the Python one for good)."""
+    replaces ``compiled.fn`` with a ``Trial`` of numba's function against the Python one
+    (or with the Python one for good)."""
     __slots__ = ('compiled', 'python', 'job', 'pause')
 
     def __init__(self, compiled, python):
@@ -181,11 +184,13 @@ class Tier:
         elif kind == 'python':
             warnings.warn(f"{detail}; it runs as Python code instead", NumbaFallbackWarning,
                           stacklevel=6)
-        self.compiled.fn = fn
+        self.compiled.fn = fn if fn is self.python else Trial(self, fn)
 
     @property
     def name(self):
-        """'python' until the switch has loaded numba's code, then 'numba'."""
+        """'python' until the switch has loaded numba's code, then 'numba' (while the
+        tiers take turns, and after it where numba's code was the faster), or 'python'
+        again for good where the trial found the Python code faster."""
         fn = self.compiled.fn
         return 'python' if fn is self or fn is self.python else 'numba'
 
@@ -197,6 +202,34 @@ class Tier:
                 return False
             time.sleep(0.01)
         return True
+
+
+# After the switch the two tiers take turns for TRIAL_CALLS calls, each call timed, and
+# the program keeps the one with the smaller median time.  numba's code is usually several
+# times faster, but not always: gmm's stacked jet at k = 8 ran 421 us per call as numba's
+# code against 314 us as the Python code's (notes/staging.md, "Tiers").  Taking turns
+# costs no extra call: each call runs once, on one tier.
+TRIAL_CALLS = 20
+
+
+class Trial:
+    """A tiered program's function during its trial: numba's code and the Python code in
+    turn, timed; after ``TRIAL_CALLS`` calls ``compiled.fn`` is the faster of the two."""
+    __slots__ = ('tier', 'fns', 'times', 'calls')
+
+    def __init__(self, tier, numba_fn):
+        self.tier, self.fns, self.times, self.calls = tier, (numba_fn, tier.python), ([], []), 0
+
+    def __call__(self, *args):
+        k = self.calls & 1
+        self.calls += 1
+        start = time.perf_counter()
+        out = self.fns[k](*args)
+        self.times[k].append(time.perf_counter() - start)
+        if self.calls >= TRIAL_CALLS and self.times[0] and self.times[1]:
+            fast = statistics.median(self.times[0]) <= statistics.median(self.times[1])
+            self.tier.compiled.fn = self.fns[0] if fast else self.fns[1]
+        return out
 
 
 @atexit.register
