@@ -41,6 +41,7 @@ first call's likewise (polynomial growth).
 one staged jet takes minutes), ``--no-tiered`` the tiered ones (whose child compiles as
 long).
 """
+import contextlib
 import math
 import os
 import statistics
@@ -75,6 +76,22 @@ TIERED_BUDGET = 120.0 if QUICK else 900.0  # seconds to wait for a tiered child:
 AGAINST_JAX = ('ode', 'gmm')   # the array programs whose staged jets get the table against JAX jit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+
+@contextlib.contextmanager
+def empty_cache():
+    """numba's disk cache (``NESTAD_CACHE_DIR``) in a new empty directory, for a cold
+    compile; the variable as it was, and the directory removed, afterwards."""
+    old = os.environ.get('NESTAD_CACHE_DIR')
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ['NESTAD_CACHE_DIR'] = cache
+        try:
+            yield cache
+        finally:
+            if old is None:
+                os.environ.pop('NESTAD_CACHE_DIR')
+            else:
+                os.environ['NESTAD_CACHE_DIR'] = old
 
 
 def per_call(fn, budget=0.3, least=3):
@@ -370,10 +387,8 @@ class StagedAgainstJax:
         until the switching call returned, that call's loading pause) with
         backend="tiered" in an empty cache directory, or None (no switch within the budget,
         or numba fell back)."""
-        old = os.environ.get('NESTAD_CACHE_DIR')
-        with tempfile.TemporaryDirectory() as cache, warnings.catch_warnings():
+        with empty_cache(), warnings.catch_warnings():
             warnings.simplefilter('error', NumbaFallbackWarning)
-            os.environ['NESTAD_CACHE_DIR'] = cache
             try:
                 start = time.perf_counter()
                 fn = nd.stage(nd.derivatives(self.f, k), backend="tiered")
@@ -389,11 +404,6 @@ class StagedAgainstJax:
                 print(f"  {self.name} k = {k}: tiered: {w}")
                 self.tiered_last = math.inf
                 return None
-            finally:
-                if old is None:
-                    os.environ.pop('NESTAD_CACHE_DIR')
-                else:
-                    os.environ['NESTAD_CACHE_DIR'] = old
         assert fn.tiers() == ['numba'], fn.tiers()
         assert max_rel_diff(out, ours) < 1e-11, (self.name, k)
         self.tiered_last = switch
@@ -404,10 +414,8 @@ class StagedAgainstJax:
     def numba(self, k, ours):
         """(steady call, cold end to end, end to end from the disk cache) with
         backend="numba", or None where numba fell back to Python (then the table says so)."""
-        old = os.environ.get('NESTAD_CACHE_DIR')
-        with tempfile.TemporaryDirectory() as cache, warnings.catch_warnings():
+        with empty_cache(), warnings.catch_warnings():
             warnings.simplefilter('error', NumbaFallbackWarning)
-            os.environ['NESTAD_CACHE_DIR'] = cache
             try:
                 cold_fn = nd.stage(nd.derivatives(self.f, k), backend="numba")
                 cold, _ = once(lambda: (cold_fn(0.0), cold_fn(0.0)))
@@ -417,11 +425,6 @@ class StagedAgainstJax:
                 print(f"  {self.name} k = {k}: {w}")
                 self.numba_last = math.inf
                 return None
-            finally:
-                if old is None:
-                    os.environ.pop('NESTAD_CACHE_DIR')
-                else:
-                    os.environ['NESTAD_CACHE_DIR'] = old
         assert max_rel_diff(out[1], ours) < 1e-11, (self.name, k)
         self.numba_last = cold
         return per_call(lambda: warm_fn(0.0)), cold, warm
