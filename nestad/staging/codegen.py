@@ -100,10 +100,17 @@ class _Emitter:
         if template is not None:
             if not eqn.params and template.__class__ is str:
                 return template.format(*args)
+            if template.__class__ is str and '[{index}]' in template:
+                index = eqn.params['index']
+                if is_basic(index):
+                    params = dict(eqn.params, index=subscript(index, self))   # x[1:]
+                    return lowering.spell(template, args, params)
+                gather = gathered_axis(index)
+                take = self.spellings.get('numpy.take')
+                if gather is not None and take is not None:     # x.take(i, axis=1)
+                    return lowering.spell(take, args, {'indices': self.const(gather[1]),
+                                                       'axis': gather[0]})
             params = {k: self.const(v) for k, v in eqn.params.items()}
-            if template.__class__ is str and '[{index}]' in template and \
-                    is_basic(eqn.params['index']):
-                params['index'] = subscript(eqn.params['index'], self)     # x[1:]
             return lowering.spell(template, args, params)
         if isinstance(op, NumpyCall):
             call_args, call_kwargs = eqn.params['tree'].build(args_as_code(args))
@@ -499,6 +506,24 @@ def _formatter(template):
             spell = eval(f"lambda _0=None, _1=None, _2=None, _3=None: f{text!r}")
         _FORMATTERS[template] = spell
     return spell
+
+
+def gathered_axis(index):
+    """(axis, indices) where ``x[index]`` is ``x.take(indices, axis=axis)``: one integer
+    array (not a boolean mask) among full slices ``:``; else None."""
+    parts = index if isinstance(index, tuple) else (index,)
+    arrays = [k for k, p in enumerate(parts) if isinstance(p, np.ndarray)]
+    if len(arrays) != 1:
+        return None
+    axis = arrays[0]
+    indices = parts[axis]
+    if indices.dtype.kind not in 'iu' or indices.ndim == 0 or not all(
+            p == _FULL for k, p in enumerate(parts) if k != axis):
+        return None
+    return axis, indices
+
+
+_FULL = slice(None)
 
 
 def _is_flat_sequence(tree):
