@@ -52,6 +52,12 @@ import warnings
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# XLA on one thread, as in staging.py and hessians.py: on this 2-core machine its thread
+# pool, left running between calls, took CPU from the numpy code timed in the same process
+# (gmm's staged jet at k = 8: 586 us beside it, 299 us without; JAX jit's own call 343 us
+# with its threads, 313 us without).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np  # noqa: E402
 
