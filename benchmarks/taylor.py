@@ -28,7 +28,10 @@ in an empty cache directory, and again from its disk cache) against JAX jit's fi
 calls end to end (trace, the Python tier), the wall time until it switched to numba's code
 (its child's cold compile in an empty cache directory, and the switching call), the
 switching call's pause (numba's import and the cache load), and its steady call after the
-switch.  The target "faster than JAX jit" holds at a k only where the better staged
+switch.  The second table's calls per call (the staged Python function, numba's, the
+tiered one after its trial, JAX jit's) are timed interleaved, in turns of 20 ms for 40
+rounds (``interleaved``): a process's speed drifts by up to 2x on this machine, which
+sequential medians would read as a difference between them.  The target "faster than JAX jit" holds at a k only where the better staged
 backend wins both per call and end to end; the tiered backend counts when its first two
 calls beat JAX jit's first call and its steady call after the switch beats JAX jit's.  The growth of the eager jet's cost is fitted as c k^p over k = 4..12 (targets:
 p <= 2, at least 20x faster than nesting at k = 8 and 100x at k = 10), and the staged
@@ -111,6 +114,24 @@ def per_call(fn, budget=0.3, least=3):
         if len(times) >= 2000:
             break
     return statistics.median(times)
+
+
+def interleaved(calls, rounds=40, turn=0.02):
+    """{name: median seconds per call} of the ``calls`` ({name: function}) timed in
+    turns: each round runs every function for ``turn`` seconds, one after another."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            n, start = 0, time.perf_counter()
+            end = start + turn
+            while True:
+                fn()
+                n += 1
+                now = time.perf_counter()
+                if now >= end:
+                    break
+            times[name].append((now - start) / n)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def once(fn):
@@ -295,7 +316,7 @@ def measure(name, program, jax):
             compile_last = cols.pop() or compile_last
             row += cols
             if against is not None:
-                against.add(k, ours, t_staged, staged, jit)
+                against.add(k, ours, staged, jit)
         rows.append(row)
     header = ["k", "jet/plain", "jet", "staged 1st call", "staged/plain", "nested/plain", "nested/jet"]
     if jax is not None and program['jax'] is not None:
@@ -327,9 +348,10 @@ def jax_columns(make, k, ours, t_jet, t_staged, t_first, jax, compile_jit):
         return [f"{t_jax / t_jet:.1f}x", "-", "-", "-", "-", None, None]
     jitted = jax.jit(lambda t: jjet(fj, (t,), series))
     t_compile, _ = once(lambda: jax.block_until_ready(jitted(0.0)))
-    t_jit = per_call(lambda: jax.block_until_ready(jitted(0.0)))
+    call = lambda: jax.block_until_ready(jitted(0.0))           # noqa: E731
+    t_jit = per_call(call)
     return [f"{t_jax / t_jet:.1f}x", f"{t_jit / t_jet:.2f}x", f"{t_jit / t_staged:.1f}x",
-            fmt_time(t_compile), f"{t_compile / t_first:.0f}x", t_compile, (t_jit, t_compile)]
+            fmt_time(t_compile), f"{t_compile / t_first:.0f}x", t_compile, (call, t_compile)]
 
 
 # ---------------------------------------------------------------- staged jets against JAX jit
@@ -342,14 +364,32 @@ class StagedAgainstJax:
         self.name, self.f, self.plain, self.rows = name, f, plain, []
         self.numba_last = self.tiered_last = 0.0
 
-    def add(self, k, ours, t_python, staged_python, jit):
-        """One k: ``t_python`` the Python backend's steady call (measured by the caller);
-        ``jit`` (JAX jit's steady call, its first call) or None where it was not compiled."""
+    def add(self, k, ours, staged_python, jit):
+        """One k: ``staged_python`` the Python backend's staged jet (compiled); ``jit``
+        (JAX jit's call, its first call's seconds) or None where it was not compiled."""
         # end to end with the Python backend: the first two calls of a fresh staged
         # function (the first traces and answers, the second compiles and runs)
         fresh = nd.stage(nd.derivatives(self.f, k))
         e2e_python, _ = once(lambda: (fresh(0.0), fresh(0.0)))
         cols = self.numba(k, ours) if not NO_NUMBA and self.numba_last < NUMBA_COMPILE_BUDGET else None
+        tiered = self.tiered(k, ours) if not NO_TIERED and self.tiered_last < TIERED_BUDGET \
+            else None
+        # every backend's steady call, and JAX jit's, timed in turns (``interleaved``)
+        calls = {'python': lambda: staged_python(0.0)}
+        if cols is not None:
+            calls['numba'] = lambda: cols[0](0.0)
+        if tiered is not None:
+            calls['tiered'] = lambda: tiered[0](0.0)
+        if jit is not None:
+            calls['jax'] = jit[0]
+        t = interleaved(calls)
+        t_python = t['python']
+        if cols is not None:
+            cols = (t['numba'],) + cols[1:]
+        if tiered is not None:
+            tiered = (t['tiered'],) + tiered[1:]
+        if jit is not None:
+            jit = (t['jax'], jit[1])
         py = (t_python, e2e_python)
         row = [k, fmt_time(t_python), fmt_time(e2e_python)]
         cold = None
@@ -373,8 +413,6 @@ class StagedAgainstJax:
             row += [fmt_time(t_jit), fmt_time(t_compile), f"{t_jit / best[0]:.2f}x", e2e,
                     won if isinstance(won, str) else ("yes" if won else "no")]
         row.insert(3, "numba" if best is not py else "python")
-        tiered = self.tiered(k, ours) if not NO_TIERED and self.tiered_last < TIERED_BUDGET \
-            else None
         if tiered is None:
             row += ["-"] * 6
         else:
@@ -389,7 +427,7 @@ class StagedAgainstJax:
         self.rows.append(row)
 
     def tiered(self, k, ours):
-        """(steady call after the switch, first two calls end to end, wall time from staging
+        """(the function after its switch and trial, first two calls end to end, wall time from staging
         until the switching call returned, that call's loading pause) with
         backend="tiered" in an empty cache directory, or None (no switch within the budget,
         or numba fell back)."""
@@ -415,10 +453,10 @@ class StagedAgainstJax:
         self.tiered_last = switch
         for _ in range(TRIAL_CALLS):    # (the trial after the switch: the faster tier stays)
             fn(0.0)
-        return per_call(lambda: fn(0.0)), e2e, switch, fn._compiled()[0].tier.pause
+        return fn, e2e, switch, fn._compiled()[0].tier.pause
 
     def numba(self, k, ours):
-        """(steady call, cold end to end, end to end from the disk cache) with
+        """(the function loaded from the disk cache, cold end to end, end to end from it) with
         backend="numba", or None where numba fell back to Python (then the table says so)."""
         with empty_cache(), warnings.catch_warnings():
             warnings.simplefilter('error', NumbaFallbackWarning)
@@ -433,10 +471,10 @@ class StagedAgainstJax:
                 return None
         assert max_rel_diff(out[1], ours) < 1e-11, (self.name, k)
         self.numba_last = cold
-        return per_call(lambda: warm_fn(0.0)), cold, warm
+        return warm_fn, cold, warm
 
     def report(self):
-        print(f"\n## {self.name}: staged jets against JAX jit (per call: median steady state; "
+        print(f"\n## {self.name}: staged jets against JAX jit (per call: medians of interleaved turns; "
               f"end to end: trace, compile, first run; plain call {fmt_time(self.plain)})")
         print_table(["k", "staged py", "py e2e", "better", "numba", "numba e2e cold",
                      "numba e2e cached", "JAX jit", "JAX jit e2e", "JAX jit / better",
