@@ -475,7 +475,7 @@ def _product_xy(x, y, out):
     elif y.shape[1] == 1:
         out[:, 0] = x @ y[:, 0]
     else:
-        out[:, :] = x @ y
+        np.dot(x, y, out)       # (gemm into the stack's slab: no product allocated, copied)
 
 
 def _scatter_add(g, index, shape):
