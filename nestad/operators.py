@@ -25,7 +25,7 @@ from .extraction import _checked, primal_of, tangent_of
 from .pickling import check_picklable
 from .reverse import backpropagate, young_collections_only
 from .structures import describe, flatten, leaf_paths, registered_base
-from .tracer import ArrayTracer, Tracer, is_tracer
+from .tracer import ArrayTracer, Tracer, active as tracing, is_tracer
 from .values import Bundle, Perturbed, primal_value
 
 
@@ -479,7 +479,9 @@ def _value_and_gradient(f, spec, args, kwargs, op, aux=None):
                 aux.read(tag)
             _check_scalar(out, op)
             value = primal_of(tag, out, op)
-            sens = backpropagate((out,), (_unit(out),), tag)
+            # (while tracing, the tape's partials are recorded equations' tracers: the
+            # sweep frees them as it goes, which lowers staging's peak memory)
+            sens = backpropagate((out,), (_unit(out),), tag, consume=tracing() is not None)
             grads = [_in_dtype(_checked(sens.get(c.id), op), x) if c.id in sens else _zero_like(x)
                      for c, x in zip(cells, leaves)]
     finally:

@@ -72,11 +72,14 @@ def topological_order(roots, tag, visited=None):
     return order
 
 
-def backpropagate(roots, seeds, tag):
+def backpropagate(roots, seeds, tag, consume=False):
     """Sensitivities of the leaf cells, as a dict id -> sensitivity.
 
     ``roots`` are output values, ``seeds`` their sensitivities.  Roots that are not
     cells of run ``tag`` do not depend on its inputs and contribute nothing.
+    ``consume``: the tape is used once (a gradient's own): each cell lets go of its
+    partials once they are pushed, so the tape is freed as the sweep goes rather than
+    after it (under ``nd.stage`` each partial is a recorded equation's tracer).
     """
     sens = {}
     for root, seed in zip(roots, seeds):
@@ -91,6 +94,8 @@ def backpropagate(roots, seeds, tag):
         if not partials:
             continue            # an input cell: keep its sensitivity for the caller
         s = pop_sens(cell.id)
+        if consume:
+            cell.partials = ()
         for inp, d in partials:
             i = inp.id
             prev = get(i)
