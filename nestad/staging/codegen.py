@@ -19,8 +19,9 @@ import numpy as np
 
 from ..structures import _LEAF, flatten
 from ..tracer import GUARD, RAISES, VARS, Var
-from . import lowering
+from . import bytecode, lowering
 from .accumulate import is_basic, rewrite as accumulate, subscript
+from .bytecode import Unsupported
 from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
@@ -45,6 +46,8 @@ class _Emitter:
         self.piece_chars = PIECE_CHARS      # (pieces) and characters
         self.alive = {}         # (pieces) top-level variable -> its name, while it is live
         self.cuts = []          # (pieces) (line where a piece starts, names live there)
+        self.asm = None         # a bytecode.Assembler taking the lines instead of ``lines``
+        self.codes = {}         # (asm) id(var) -> the code of its inlined expression
 
     def bind(self, value, hint):
         """A global name for ``value`` in the generated module."""
@@ -120,10 +123,13 @@ class _Emitter:
             fn = 'np.' + fn[len('numpy.'):] if fn.startswith('numpy.') else fn
             return f"{fn}({', '.join(parts)})"
         params = {k: self.const(v) for k, v in eqn.params.items()}
-        # (a user primitive's name may hold any characters: 'f.<locals>.g')
-        fn = self.bind(op.plain, "p_" + re.sub(r'\W', '_', op.name) + "_")
         parts = args + [f"{k}={v}" for k, v in params.items()]
-        return f"{fn}({', '.join(parts)})"
+        return f"{self.plain_name(op)}({', '.join(parts)})"
+
+    def plain_name(self, op):
+        """The global name of ``op``'s plain implementation."""
+        # (a user primitive's name may hold any characters: 'f.<locals>.g')
+        return self.bind(op.plain, "p_" + re.sub(r'\W', '_', op.name) + "_")
 
     def _template(self, op):
         """The spelling of ``op`` in this backend's lowering table (a template string or
@@ -156,6 +162,10 @@ class _Emitter:
         inline, release = self._plan(eqns, keep, ops)
         names, lines, expression, fresh = self.names, self.lines, self.expression, self.fresh
         inlined, const, quick, free = self.inlined, self.const, self.quick, self.free
+        asm = self.asm
+        if asm is not None:
+            self.assemblable(ops)
+            codes, load, positive, apply = self.codes, asm.load, asm.positive, asm.apply
         pieces = self.piece is not None and indent == 4
         alive, start = self.alive, len(lines)
         counted, chars = start, 0   # (pieces: lines measured, and their characters)
@@ -164,6 +174,32 @@ class _Emitter:
             q = quick.get(op, False)
             if q is False:
                 q = quick[op] = self._quick(op)
+            if asm is not None:
+                # The line as bytecode (no source): what follows, with each value's code
+                # in place of its spelling.
+                spelling = self.templates[op] if q is not None and not eqn.params and \
+                    eqn.tree is None else self.call_spelling(eqn)
+                codes_ = []
+                for a in eqn.args:
+                    if a.__class__ in VARS:
+                        code = codes.pop(id(a), None)       # (inlined)
+                        codes_.append(load(names[id(a)]) if code is None else code)
+                    elif a.__class__ is float and 0.0 < a < _INF:
+                        codes_.append(positive(a))
+                    else:
+                        codes_.append(self.constant_code(a))
+                value = apply(spelling, codes_)
+                out = id(eqn.outs[0])
+                if inline[k]:
+                    codes[out] = value
+                    continue
+                gone = release[k]
+                if gone is not None:
+                    for v in gone:
+                        free.append(names.pop(id(v)))
+                target = names[out] = fresh()
+                asm.store(target, value)
+                continue
             if q is not None and not eqn.params and eqn.tree is None:
                 # The common equation (an operator or math call on scalars): expression's,
                 # release's and fresh's work, written out here since it runs once per
@@ -265,6 +301,39 @@ class _Emitter:
                 if not _is_flat_sequence(eqn.tree):
                     expr = f"{self.bind(_leaves, 'leaves')}({expr})"     # nested results
             lines.append(f"{pad}{target} = {expr}")
+
+    def assemblable(self, ops):
+        """Raise Unsupported unless bytecode spells every op of ``ops`` (asm): by its
+        template, or as a call of its plain implementation."""
+        for op in ops:
+            q = self.quick.get(op, False)
+            if q is False:
+                q = self.quick[op] = self._quick(op)
+            if q is not None:
+                if bytecode.template(self.templates[op]) is None:
+                    raise Unsupported(f'{op}')
+            elif self.templates.get(op) is not None or op is GUARD or \
+                    isinstance(op, NumpyCall) or getattr(op, 'emit_lines', None) is not None \
+                    or getattr(op, 'plain', None) is None:
+                raise Unsupported(f'{op}')
+
+    def call_spelling(self, eqn):
+        """The template of ``eqn`` as ``expression`` spells it, a call of its op's plain
+        implementation with its parameters as keywords (asm; Unsupported otherwise)."""
+        op = eqn.op
+        if eqn.tree is not None or self.templates.get(op) is not None or op is GUARD or \
+                isinstance(op, NumpyCall) or getattr(op, 'emit_lines', None) is not None:
+            raise Unsupported(f'the equation of {op}')
+        parts = [f'{{{j}}}' for j in range(len(eqn.args))] + \
+            [f"{k}={self.const(v)}" for k, v in eqn.params.items()]
+        return f"{self.plain_name(op)}({', '.join(parts)})"
+
+    def constant_code(self, c):
+        """The code loading the constant ``c`` (asm)."""
+        spelled = self.const(c)
+        if spelled in self.globals:     # (bound as a global: inf, nan, a numpy scalar)
+            return self.asm.global_(spelled)
+        return self.asm.constant(c.item() if isinstance(c, np.bool_) else c)
 
     def _quick(self, op):
         """(spell, its level, the levels its arguments need) for an op spelled by a
@@ -586,12 +655,7 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
     if glb is not None:
         glb.update((k, v) for k, v in em.globals.items() if k not in glb)
         em.globals = glb
-    params = []
-    for v, n in zip(program.inputs, program.names):
-        ident = n if n.isidentifier() else f"x{len(params)}"
-        em.names[id(v)] = ident
-        em.alive[v] = ident
-        params.append(ident)
+    params = _parameters(em, program)
     em.emit_eqns(program.eqns, 4, keep=[o for o in program.outputs if isinstance(o, Var)])
     outs = [em.arg(o) for o in program.outputs]
     # one leaf is returned as it is; any structure as the tuple of its leaves
@@ -616,9 +680,50 @@ def python_sources(program, name="staged", safe=False, glb=None, piece=None,
     return sources, em.globals
 
 
+def _parameters(em, program):
+    """The function's parameters: the program's input names, where they are names."""
+    params = []
+    for v, n in zip(program.inputs, program.names):
+        ident = n if n.isidentifier() else f"x{len(params)}"
+        em.names[id(v)] = ident
+        em.alive[v] = ident
+        params.append(ident)
+    return params
+
+
+def assemble_python(program, name="staged", safe=False, backend='python'):
+    """The function ``python_source`` spells, assembled as bytecode without its source
+    (nestad.staging.bytecode: a few times faster than ``compile()`` and a fraction of its
+    memory), or None where bytecode does not spell one of its lines (guards, loops,
+    array calls, calls with parameters...: they are compiled)."""
+    if not bytecode.AVAILABLE:
+        return None
+    em = _Emitter(safe, backend)
+    params = _parameters(em, program)
+    em.asm = asm = bytecode.Assembler(params)
+    try:
+        em.emit_eqns(program.eqns, 4, keep=[o for o in program.outputs if isinstance(o, Var)])
+        returns = [asm.load(em.names[id(o)]) if isinstance(o, Var) else em.constant_code(o)
+                   for o in program.outputs]
+        single = program.out_tree.children is None
+        if not single and all(c in asm.const_code.values() or c in asm.floats.values()
+                              for c in returns):
+            # (a tuple of literals is one constant, as compile() folds it)
+            values = tuple(c.item() if isinstance(c, np.bool_) else c for c in program.outputs)
+            returns, single = [asm.constant(values)], True
+    except Unsupported:
+        return None
+    return asm.function(name, returns, em.globals, f"<nestad staged {name}>", len(params),
+                        single)
+
+
 def compile_python(program, name="staged", safe=False, piece=None, backend='python'):
-    """(the compiled function, its source); ``piece``: compile a long function in pieces
-    of about that many lines (``python_sources``)."""
+    """(the compiled function, its source, or None where it was assembled as bytecode:
+    ``python_source`` spells it); ``piece``: compile a long function in pieces of about
+    that many lines (``python_sources``)."""
+    fn = assemble_python(program, name, safe, backend)
+    if fn is not None:
+        return fn, None
     sources, glb = python_sources(program, name, safe, piece=piece, backend=backend)
     for src in sources:
         exec(compile(src, f"<nestad staged {name}>", "exec"), glb)

@@ -33,7 +33,7 @@ from ..reverse import young_collections_only
 from ..structures import _LEAF, _class_kind as structures_kind, flatten, leaf_paths
 from ..tracer import GUARD, StagingError, StagingWarning, is_tracer, user_stacklevel
 from ..values import Perturbed
-from .codegen import PIECE_LINES, compile_python
+from .codegen import PIECE_LINES, compile_python, python_source
 from .differentiate import call_perturbed
 from .program import GuardFailure, _argument_path, positional_names
 from .randomness import TracingGenerator, draw, is_generator, restore, states
@@ -78,12 +78,12 @@ jit = stage
 class Compiled:
     """A program and the function that computes it, compiled when first called (the
     call that traced the program already has its result)."""
-    __slots__ = ('program', 'backend', 'fn', 'source', 'single', 'safe', 'draws', 'guarded',
+    __slots__ = ('program', 'backend', 'fn', '_source', 'single', 'safe', 'draws', 'guarded',
                  'flat', 'tier')
 
     def __init__(self, program, backend):
         self.program, self.backend = program, backend
-        self.fn = self.source = self.safe = self.tier = None
+        self.fn = self._source = self.safe = self.tier = None
         tree = program.out_tree
         self.single = tree.children is None
         # (a list or tuple of leaves, a gradient's usual result, is made in one step)
@@ -97,7 +97,7 @@ class Compiled:
         # numba_backend.PIECE_LINES; this Python spelling, one function, is what runs
         # where numba cannot)
         with young_collections_only():       # (the program is large and lives on)
-            self.fn, self.source = compile_python(
+            self.fn, self._source = compile_python(
                 self.program, "staged", backend=self.source_backend,
                 piece=None if self.backend == "numba" else PIECE_LINES)
         if self.backend == "numba":
@@ -122,6 +122,14 @@ class Compiled:
             return out
         tree = self.program.out_tree
         return tree.unflatten(None, out) if self.flat else tree.build(out)
+
+    @property
+    def source(self):
+        """The Python source of the function that runs (spelled when asked, where it was
+        assembled as bytecode), or None before the first call."""
+        if self._source is None and self.fn is not None:
+            self._source = python_source(self.program, "staged", backend=self.source_backend)[0]
+        return self._source
 
     @property
     def source_backend(self):
