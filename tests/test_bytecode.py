@@ -12,6 +12,8 @@ import pytest
 
 import nestad as nd
 from nestad.staging import bytecode, codegen
+from nestad.staging.program import GuardFailure
+from nestad.tracer import GUARD
 
 needs_311 = pytest.mark.skipif(not bytecode.AVAILABLE,
                                reason="bytecode is assembled on CPython 3.11 only")
@@ -155,8 +157,8 @@ def test_random_programs_and_their_derivatives_assemble_as_compile_does(seed):
 
 @needs_311
 def test_what_bytecode_does_not_spell_is_compiled():
-    # guards, loops and calls with parameters (a reduction's axis) are compiled from
-    # their source; elementwise array calls are assembled: the same numbers either way
+    # loops and calls with parameters (a reduction's axis) are compiled from their
+    # source; guards and elementwise array calls are assembled: the same numbers
     def guarded(x):
         return x * 2.0 if x > 0 else x - 1.0
 
@@ -171,7 +173,7 @@ def test_what_bytecode_does_not_spell_is_compiled():
         return nd.numpy.sin(x) * nd.numpy.exp(-x) + x
 
     array = np.linspace(0.1, 1.0, 5)
-    for f, x, assembled in ((nd.gradient_r(guarded), 1.5, False),
+    for f, x, assembled in ((nd.gradient_r(guarded), 1.5, True),
                             (nd.gradient_r(looped), 1.1, False),
                             (reduced, array, False), (nd.gradient_r(reduced), array, True),
                             (elementwise, array, True)):
@@ -185,6 +187,32 @@ def test_what_bytecode_does_not_spell_is_compiled():
         want = f(x)
         for got in (staged(x), staged(x)):
             assert np.array_equal(got, want)
+
+
+@needs_311
+def test_guards_assemble_as_compile_does_and_still_fail():
+    def f(x, y):
+        a = x * y
+        if a > 1.0:                     # expects True at the example
+            a = a - nd.sin(x)
+        if y < -3.0:                    # expects False
+            a = a * 2.0
+        return a * a
+
+    for g in (f, nd.gradient_r(f, argnums=(0, 1))):
+        program = nd.trace(g, 2.0, 1.5)
+        assert sum(e.op is GUARD for e in program.eqns) == 2
+        fn = assert_same_function(program, (2.0, 1.5), (3.0, 0.75))
+        for bad in ((0.5, 0.5), (2.0, -4.0)):
+            with pytest.raises(GuardFailure) as assembled:
+                fn(*bad)
+            with pytest.raises(GuardFailure) as compiled_:
+                compiled(program)(*bad)
+            assert assembled.value.args == compiled_.value.args
+        staged = nd.stage(g)
+        for args in ((2.0, 1.5), (2.0, 1.5), (0.5, 0.5), (0.5, 0.5), (2.0, -4.0), (3.0, 1.0)):
+            assert staged(*args) == g(*args)
+        assert staged.trace_count == 3
 
 
 @needs_311

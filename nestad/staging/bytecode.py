@@ -6,13 +6,16 @@ rebuilds for every line although each line is one of a few templates.  Here each
 template (``'math.cos({0})'``, ``'{0} * {1} + {2}'``) is compiled once, as a lambda of its
 arguments, and its instructions are kept with a slot where each argument is loaded;
 a line is then the template's instructions with its arguments' own (a local's load, a
-constant, an inlined expression) put in the slots, and a store.  The bytes are those
-``compile()`` gives for the same source (``tests/test_bytecode.py`` compares them), built
-in a fraction of the time and memory.
+constant, an inlined expression) put in the slots, and a store.  A conditional
+expression's forward jumps are sized to what its slots received; a guard's line is a
+statement template (``if not {0}: raise ...``).  The bytes are those ``compile()``
+gives for the same source (``tests/test_bytecode.py`` compares them), built in a fraction
+of the time and memory.
 
 Only CPython 3.11's instruction set is spelled (its caches, ``PRECALL``, its location
-table): on another version, or where a template holds an instruction not handled here (a
-jump, a nested function), ``codegen`` compiles the source as before.
+table), and ``check`` compares it with ``compile()``'s at import: on another version, or
+where a template holds an instruction not handled here (a loop, a nested function),
+``codegen`` compiles the source as before.
 """
 import dis
 import math
@@ -29,7 +32,7 @@ _CACHES = getattr(opcode, '_inline_cache_entries', None)
 _PLAIN = frozenset(_OP[n] for n in (
     'PRECALL', 'CALL', 'BINARY_OP', 'UNARY_NEGATIVE', 'UNARY_NOT', 'UNARY_INVERT',
     'UNARY_POSITIVE', 'COMPARE_OP', 'IS_OP', 'CONTAINS_OP', 'BINARY_SUBSCR', 'BUILD_TUPLE',
-    'BUILD_LIST', 'PUSH_NULL')) if AVAILABLE else frozenset()
+    'BUILD_LIST', 'PUSH_NULL', 'RAISE_VARARGS')) if AVAILABLE else frozenset()
 _NAMED = frozenset(_OP[n] for n in ('LOAD_GLOBAL', 'LOAD_METHOD', 'LOAD_ATTR')) \
     if AVAILABLE else frozenset()
 _CONSTANT = frozenset(_OP[n] for n in ('LOAD_CONST', 'KW_NAMES')) if AVAILABLE else frozenset()
@@ -39,6 +42,8 @@ _FORWARD = frozenset(_OP[n] for n in (
     'JUMP_FORWARD', 'POP_JUMP_FORWARD_IF_FALSE', 'POP_JUMP_FORWARD_IF_TRUE',
     'POP_JUMP_FORWARD_IF_NONE', 'POP_JUMP_FORWARD_IF_NOT_NONE', 'JUMP_IF_FALSE_OR_POP',
     'JUMP_IF_TRUE_OR_POP')) if AVAILABLE else frozenset()
+_NOWHERE_NEXT = frozenset(_OP[n] for n in ('JUMP_FORWARD', 'RAISE_VARARGS')) \
+    if AVAILABLE else frozenset()
 _LITERALS = (bool, int, float, str, type(None))
 
 
@@ -60,14 +65,18 @@ def _instruction(op, arg):
 class _Template:
     """A template's instructions: (op, argument, what the argument means), in order,
     where the meaning is ('slot', j) for the load of argument j, ('name', name) for an
-    instruction naming a global or attribute, ('const', value) for a constant, or None;
-    and the stack depth before each and at most."""
+    instruction naming a global or attribute, ('const', value) for a constant,
+    ('jump', step) for a forward jump, or None; and the stack depth before each and at
+    most.  A template is an expression, or a statement (``statement``: a line that
+    stores nothing, such as a guard's ``if``)."""
     __slots__ = ('steps', 'before', 'top', 'jumps')
 
-    def __init__(self, spelling, arity):
+    def __init__(self, spelling, arity, statement=False):
         params = ', '.join(f'_{j}' for j in range(arity))
-        code = compile(f'lambda {params}: {spelling.format(*(f"_{j}" for j in range(arity)))}',
-                       '<template>', 'eval').co_consts[0]
+        text = spelling.format(*(f"_{j}" for j in range(arity)))
+        code = compile(f'def _({params}):\n    {text}' if statement else
+                       f'lambda {params}: {text}', '<template>', 'exec' if statement else
+                       'eval').co_consts[0]
         raw = code.co_code
         steps, at, arg, end = [], {}, 0, None   # (at: code unit -> its step)
         for i in range(0, len(raw), 2):
@@ -97,13 +106,18 @@ class _Template:
             if end is None:
                 steps.append((op, arg, meaning))
             arg = 0
+        if statement:               # (its function's implicit ``return None``)
+            if not steps or steps[-1][:2] != (_OP['LOAD_CONST'], 0) or \
+                    code.co_consts[0] is not None:
+                raise Unsupported(f'the end of {spelling!r}')
+            steps.pop()
         # Jump targets as steps, and the stack depth before each step: after a jump that
-        # always jumps, the depth is the one the jumps to the next step left.
+        # always jumps, or a raise, the depth is the one the jumps to the next step left.
         steps = [(op, arg, ('jump', at[m[1]]) if m and m[0] == 'jump' else m)
                  for op, arg, m in steps]
         before, depth, top, landing = [], 0, 0, {}
         for k, (op, arg, meaning) in enumerate(steps):
-            if k in landing and (k == 0 or steps[k - 1][0] == _OP['JUMP_FORWARD']):
+            if k in landing and (k == 0 or steps[k - 1][0] in _NOWHERE_NEXT):
                 depth = landing[k]
             before.append(depth)
             if meaning and meaning[0] == 'jump':
@@ -117,20 +131,22 @@ class _Template:
         self.jumps = any(m and m[0] == 'jump' for _, _, m in steps)
 
 
-_TEMPLATES = {}     # spelling -> _Template, or None where Unsupported
+_TEMPLATES = {}     # (spelling, statement) -> _Template, or None where Unsupported
 _FIELD = re.compile(r'\{(\d+)\}')
 
 
-def template(spelling):
+def template(spelling, statement=False):
     """The instructions of a template string of its arguments ``{0}``, ``{1}``..., or
     None where this module does not spell them."""
-    t = _TEMPLATES.get(spelling, False)
+    key = (spelling, statement)
+    t = _TEMPLATES.get(key, False)
     if t is False:
         try:
-            t = _Template(spelling, 1 + max(map(int, _FIELD.findall(spelling)), default=-1))
+            t = _Template(spelling, 1 + max(map(int, _FIELD.findall(spelling)), default=-1),
+                          statement)
         except (Unsupported, SyntaxError, IndexError, KeyError, ValueError):
             t = None
-        _TEMPLATES[spelling] = t
+        _TEMPLATES[key] = t
     return t
 
 
@@ -148,7 +164,8 @@ class Assembler:
         self.const_code = {}        # const_index's key -> the constant's load's code
         self.floats = {}            # a positive float -> its load's code
         self.names, self.name_index = [], {}
-        self.linked = {}            # spelling -> its function of the arguments' code
+        self.linked = {}            # spelling (a statement's: (it, True)) -> its function of
+        #                             the arguments' code
         self.code = [_instruction(_OP['RESUME'], 0)]
         self.lines = bytearray(b'\xe8\x00')     # RESUME on the def's line (code 13, +0)
         self.depth = 0
@@ -210,10 +227,10 @@ class Assembler:
             self.names.append(name)
         return j
 
-    def _link(self, spelling):
+    def _link(self, spelling, statement=False):
         """The function from the arguments' code to ``spelling``'s: its instructions,
         with this function's indices of names and constants, cut at the slots."""
-        t = template(spelling)
+        t = template(spelling, statement)
         if t is None:
             raise Unsupported(f'template {spelling!r}')
         items = []          # per step: its bytes, or ('slot', j, depth), or ('jump', op, step)
@@ -236,7 +253,7 @@ class Assembler:
                     continue
             items.append(_instruction(op, arg))
         if t.jumps:
-            fn = self.linked[spelling] = _Jumps(items, t.top)
+            fn = self.linked[(spelling, True) if statement else spelling] = _Jumps(items, t.top)
             return fn
         segments, slots, before, part = [], [], [], []
         for item in items:
@@ -253,8 +270,9 @@ class Assembler:
             f' + s{len(slots)}' if slots else 's0'
         depth = ', '.join([f'{b} + a[{s}][1]' for s, b in zip(slots, before)] + [str(t.top)])
         env = {f's{j}': seg for j, seg in enumerate(segments)}
-        fn = self.linked[spelling] = eval(f'lambda a: ({body}, max({depth}))', env) \
-            if slots else eval(f'lambda a: (s0, {t.top})', env)
+        fn = eval(f'lambda a: ({body}, max({depth}))' if slots else
+                  f'lambda a: (s0, {t.top})', env)
+        self.linked[(spelling, True) if statement else spelling] = fn
         return fn
 
     def apply(self, spelling, args):
@@ -263,6 +281,18 @@ class Assembler:
         if fn is None:
             fn = self._link(spelling)
         return fn(args)
+
+    def statement(self, spelling, args):
+        """A line of its own: the statement template ``spelling`` of the arguments'
+        code (``if not {0}: raise ...``)."""
+        fn = self.linked.get((spelling, True))
+        if fn is None:
+            fn = self._link(spelling, True)
+        code, depth = fn(args)
+        self.code.append(code)
+        self.lines += _LINE.get(len(code)) or _line(len(code))
+        if depth > self.depth:
+            self.depth = depth
 
     def store(self, name, value):
         """A line: ``name = <value>``."""

@@ -25,6 +25,9 @@ from .bytecode import Unsupported
 from .program import PROGRAM_HOOKS, GuardFailure, NumpyCall
 
 _SIMPLE_LITERALS = (bool, int, str, type(None))
+# A guard's line, by the value it expects (its test, the equation's index, its site).
+_GUARD_LINES = {True: "if not {0}: raise _GuardFailure({1}, {2})",
+                False: "if {0}: raise _GuardFailure({1}, {2})"}
 _DEPTH = 8              # inlined expressions nest at most this deep
 _INF = math.inf
 _OP = operator.attrgetter('op')
@@ -177,6 +180,14 @@ class _Emitter:
             if asm is not None:
                 # The line as bytecode (no source): what follows, with each value's code
                 # in place of its spelling.
+                if op is GUARD:
+                    test = eqn.args[0]
+                    asm.statement(_GUARD_LINES[bool(eqn.params['expect'])], [
+                        load(names[id(test)]) if test.__class__ in VARS else
+                        self.constant_code(test), asm.constant(k),
+                        asm.constant(eqn.params.get('site'))])
+                    self.release(release[k])
+                    continue
                 spelling = self.templates[op] if q is not None and not eqn.params and \
                     eqn.tree is None else self.call_spelling(eqn)
                 codes_ = []
@@ -312,7 +323,10 @@ class _Emitter:
             if q is not None:
                 if bytecode.template(self.templates[op]) is None:
                     raise Unsupported(f'{op}')
-            elif self.templates.get(op) is not None or op is GUARD or \
+            elif op is GUARD:
+                if bytecode.template(_GUARD_LINES[True], True) is None:
+                    raise Unsupported('a guard')
+            elif self.templates.get(op) is not None or \
                     isinstance(op, NumpyCall) or getattr(op, 'emit_lines', None) is not None \
                     or getattr(op, 'plain', None) is None:
                 raise Unsupported(f'{op}')
