@@ -14,6 +14,7 @@ import nestad as nd
 from nestad.staging import bytecode, codegen
 from nestad.staging.program import GuardFailure
 from nestad.tracer import GUARD
+from test_staging_scale import Traced, long_mix
 
 needs_311 = pytest.mark.skipif(not bytecode.AVAILABLE,
                                reason="bytecode is assembled on CPython 3.11 only")
@@ -55,15 +56,6 @@ def assert_same_function(program, *args_list):
     return got
 
 
-def long_mix(steps, n=30):
-    def mix(xs):
-        acc = 0.0
-        for k in range(steps):
-            acc = acc * 0.999 + nd.sin(xs[k % n] * xs[(7 * k + 3) % n])
-        return acc
-    return mix, [0.1 + 0.01 * i for i in range(n)]
-
-
 @needs_311
 def test_the_interpreter_check_passes():
     # (a small function assembled and compiled from its source, compared at import)
@@ -88,13 +80,15 @@ def test_scalar_derivatives_assemble_as_compile_does(f, x):
 
 @needs_311
 def test_a_long_gradient_assembles_as_compile_does():
-    # hundreds of locals and constants: arguments past 255 take EXTENDED_ARG prefixes
-    mix, xs = long_mix(700)
+    # hundreds of locals and constants: arguments past 255 take EXTENDED_ARG prefixes;
+    # 40 results: a tuple of more than 30 is built through a list, as compile() does
+    mix, xs = long_mix(700, n=40)
     program = nd.trace(nd.gradient_r(mix), xs)
-    fn = assert_same_function(program, (*xs,), tuple(0.3 - 0.02 * i for i in range(30)))
+    fn = assert_same_function(program, (*xs,), tuple(0.3 - 0.02 * i for i in range(40)))
     code = fn.__code__
     assert len(code.co_consts) > 300 and code.co_nlocals > 60
-    assert any(ins.opname == 'EXTENDED_ARG' for ins in dis.get_instructions(code))
+    ops = {ins.opname for ins in dis.get_instructions(code)}
+    assert 'EXTENDED_ARG' in ops and 'LIST_TO_TUPLE' in ops
 
 
 @needs_311
@@ -270,24 +264,14 @@ def test_templates_outside_the_instruction_set_are_refused():
 def test_assembled_staging_takes_less_memory_than_compile():
     # compile() of the source needs about 2 KB per line (tokens, the parser's memo, the
     # syntax tree); assembling needs the bytes of the code
-    import gc
-    import tracemalloc
     mix, xs = long_mix(400)
     program = nd.trace(nd.gradient_r(mix), xs)
     codegen.assemble_python(program)        # (templates compiled once per process)
 
     def peak(make):
-        gc.collect()
-        tracing = tracemalloc.is_tracing()     # (another test may have left it on)
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        try:
-            base = tracemalloc.get_traced_memory()[0]
+        with Traced() as t:
             make()
-            return tracemalloc.get_traced_memory()[1] - base
-        finally:
-            if not tracing:
-                tracemalloc.stop()
+            return t.peak()
 
     assembled = min(peak(lambda: codegen.assemble_python(program)) for _ in range(2))
     compiled_ = peak(lambda: compiled(program))
@@ -309,3 +293,21 @@ def test_a_long_staged_gradient_is_one_assembled_function():
     assert compiled_.source.count("def ") == 1
     xs2 = [0.3 - 0.02 * i for i in range(len(xs))]
     assert staged(xs2) == g(xs2)
+
+
+@needs_311
+def test_plain_calls_with_bound_constants_assemble_as_compile_does():
+    # a primitive without a template is called through its plain implementation, and a
+    # constant without a literal (an array) is a global of the function: bound in the
+    # order the source binds them
+    exponent = np.array([2.0, 3.0])
+
+    def power(v):
+        return nd.numpy.sum(nd.numpy.power(v, exponent))
+
+    def contraction(v):
+        return nd.numpy.sum(nd.numpy.einsum('ik,jk->ij', np.ones((2, 2)) * 0.5, v))
+
+    for f, x in ((power, np.array([1.5, 2.0])), (contraction, np.ones((2, 2)))):
+        program = nd.trace(nd.gradient_r(f), x)
+        assert_same_function(program, (x,), (x * 0.5,))

@@ -45,6 +45,7 @@ _FORWARD = frozenset(_OP[n] for n in (
 _NOWHERE_NEXT = frozenset(_OP[n] for n in ('JUMP_FORWARD', 'RAISE_VARARGS')) \
     if AVAILABLE else frozenset()
 _LITERALS = (bool, int, float, str, type(None))
+_STACK_USE = 30     # compile() builds a longer tuple by appending to a list
 
 
 class Unsupported(Exception):
@@ -171,11 +172,7 @@ class Assembler:
         self.depth = 0
 
     def _local(self, name):
-        j = self.local.get(name)
-        if j is None:
-            j = self.local[name] = len(self.varnames)
-            self.varnames.append(name)
-        return j
+        return _entry(self.local, self.varnames, name, name)
 
     def load(self, name):
         """The code loading the local ``name``."""
@@ -210,22 +207,14 @@ class Assembler:
         return got
 
     def _const_index(self, key, value):
-        j = self.const_index.get(key)
-        if j is None:
-            j = self.const_index[key] = len(self.consts)
-            self.consts.append(value)
-        return j
+        return _entry(self.const_index, self.consts, key, value)
 
     def global_(self, name):
         """The code loading the global ``name``."""
         return _instruction(_OP['LOAD_GLOBAL'], self._name(name) << 1), 1
 
     def _name(self, name):
-        j = self.name_index.get(name)
-        if j is None:
-            j = self.name_index[name] = len(self.names)
-            self.names.append(name)
-        return j
+        return _entry(self.name_index, self.names, name, name)
 
     def _link(self, spelling, statement=False):
         """The function from the arguments' code to ``spelling``'s: its instructions,
@@ -311,10 +300,15 @@ class Assembler:
         value if ``single``, else their tuple."""
         if single:
             code, depth = returns[0]
-        else:
+        elif len(returns) <= _STACK_USE:
             code = b''.join(c for c, _ in returns) + _instruction(_OP['BUILD_TUPLE'],
                                                                    len(returns))
             depth = max([len(returns)] + [j + d for j, (_, d) in enumerate(returns)])
+        else:                       # (a list appended to, as compile() builds a long tuple)
+            append = _instruction(_OP['LIST_APPEND'], 1)
+            code = _instruction(_OP['BUILD_LIST'], 0) + b''.join(
+                c + append for c, _ in returns) + _instruction(_OP['LIST_TO_TUPLE'], 0)
+            depth = 1 + max(d for _, d in returns)
         code += _instruction(_OP['RETURN_VALUE'], 0)
         self.code.append(code)
         self.lines += _line(len(code))
@@ -359,6 +353,16 @@ class _Jumps:
                     raise Unsupported('a jump over more than 255 code units')
                 parts.append(_instruction(item[1], distance))
         return b''.join(parts), depth
+
+
+def _entry(index, table, key, value):
+    """The index of ``key``'s entry of ``table`` (a code object's locals, constants or
+    names), ``value`` appended as a new one if ``index`` has no ``key`` yet."""
+    j = index.get(key)
+    if j is None:
+        j = index[key] = len(table)
+        table.append(value)
+    return j
 
 
 def _load(op, j):

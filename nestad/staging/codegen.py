@@ -188,8 +188,6 @@ class _Emitter:
                         asm.constant(eqn.params.get('site'))])
                     self.release(release[k])
                     continue
-                spelling = self.templates[op] if q is not None and not eqn.params and \
-                    eqn.tree is None else self.call_spelling(eqn)
                 codes_ = []
                 for a in eqn.args:
                     if a.__class__ in VARS:
@@ -199,6 +197,9 @@ class _Emitter:
                         codes_.append(positive(a))
                     else:
                         codes_.append(self.constant_code(a))
+                # (after the arguments, which may bind globals first, as expression does)
+                spelling = self.templates[op] if q is not None and not eqn.params and \
+                    eqn.tree is None else self.call_spelling(eqn)
                 value = apply(spelling, codes_)
                 out = id(eqn.outs[0])
                 if inline[k]:
@@ -708,8 +709,8 @@ def _parameters(em, program):
 def assemble_python(program, name="staged", safe=False, backend='python'):
     """The function ``python_source`` spells, assembled as bytecode without its source
     (nestad.staging.bytecode: a few times faster than ``compile()`` and a fraction of its
-    memory), or None where bytecode does not spell one of its lines (guards, loops,
-    array calls, calls with parameters...: they are compiled)."""
+    memory), or None where bytecode does not spell one of its lines (loops, calls with
+    parameters such as a reduction's axis, several results...: they are compiled)."""
     if not bytecode.AVAILABLE:
         return None
     em = _Emitter(safe, backend)
@@ -720,8 +721,8 @@ def assemble_python(program, name="staged", safe=False, backend='python'):
         returns = [asm.load(em.names[id(o)]) if isinstance(o, Var) else em.constant_code(o)
                    for o in program.outputs]
         single = program.out_tree.children is None
-        if not single and all(c in asm.const_code.values() or c in asm.floats.values()
-                              for c in returns):
+        if not single and not any(isinstance(o, Var) or em.const(o) in em.globals
+                                  for o in program.outputs):
             # (a tuple of literals is one constant, as compile() folds it)
             values = tuple(c.item() if isinstance(c, np.bool_) else c for c in program.outputs)
             returns, single = [asm.constant(values)], True
