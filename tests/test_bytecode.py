@@ -247,6 +247,7 @@ def test_templates_outside_the_instruction_set_are_refused():
     assert bytecode.template('(lambda: {0})()') is None            # (a nested function)
     assert bytecode.template('[v for v in {0}]') is None           # (a loop)
     assert bytecode.template('{0} +') is None                      # (not an expression)
+    assert bytecode.template('y = {0}', True) is None              # (a store of its own)
     t = bytecode.template('math.cos({0}) * {1}')
     assert [m for _, _, m in t.steps if m and m[0] == 'slot'] == [('slot', 0), ('slot', 1)]
     # a conditional expression's jumps are sized to the code put in its slots, up to one
@@ -311,3 +312,13 @@ def test_plain_calls_with_bound_constants_assemble_as_compile_does():
     for f, x in ((power, np.array([1.5, 2.0])), (contraction, np.ones((2, 2)))):
         program = nd.trace(nd.gradient_r(f), x)
         assert_same_function(program, (x,), (x * 0.5,))
+
+
+@needs_311
+def test_the_template_cache_stays_bounded(monkeypatch):
+    # (plain calls' spellings name their globals and parameters: a long-lived process
+    # staging many programs must not keep every one)
+    monkeypatch.setattr(bytecode, "_TEMPLATES_MAX", 8)
+    for j in range(20):
+        assert bytecode.template(f'{{0}} * {float(j)!r}') is not None
+        assert len(bytecode._TEMPLATES) <= 8

@@ -92,7 +92,7 @@ class _Template:
             at[i >> 1] = len(steps)
             if op == _OP['RETURN_VALUE']:
                 end = len(steps)
-            elif op == _OP['LOAD_FAST']:
+            elif op == _OP['LOAD_FAST'] and arg < arity:
                 meaning = ('slot', arg)
             elif op in _NAMED:
                 meaning = ('name', code.co_names[arg >> 1 if op == _OP['LOAD_GLOBAL'] else arg])
@@ -133,6 +133,8 @@ class _Template:
 
 
 _TEMPLATES = {}     # (spelling, statement) -> _Template, or None where Unsupported
+_TEMPLATES_MAX = 4096   # (a plain call's spelling holds its global's name and parameters:
+#                         a process staging many programs would make ever more of them)
 _FIELD = re.compile(r'\{(\d+)\}')
 
 
@@ -142,6 +144,8 @@ def template(spelling, statement=False):
     key = (spelling, statement)
     t = _TEMPLATES.get(key, False)
     if t is False:
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()
         try:
             t = _Template(spelling, 1 + max(map(int, _FIELD.findall(spelling)), default=-1),
                           statement)
