@@ -28,6 +28,7 @@ def _unshown(value, line):
 @pytest.mark.parametrize('line, code', BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
 def test_readme_block_runs(line, code):
     tree = ast.parse(code, filename=f"README.md:{line}")
+    assert tree.body, f"README.md line {line}: an empty python block"
     for i, stmt in enumerate(tree.body):
         if isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Constant):
             check = ast.Call(ast.Name('__unshown__', ast.Load()),

@@ -226,6 +226,7 @@ class Assembler:
         t = template(spelling, statement)
         if t is None:
             raise Unsupported(f'template {spelling!r}')
+        key = (spelling, True) if statement else spelling
         items = []          # per step: its bytes, or ('slot', j, depth), or ('jump', op, step)
         for (op, arg, meaning), depth in zip(t.steps, t.before):
             if meaning is not None:
@@ -246,7 +247,7 @@ class Assembler:
                     continue
             items.append(_instruction(op, arg))
         if t.jumps:
-            fn = self.linked[(spelling, True) if statement else spelling] = _Jumps(items, t.top)
+            fn = self.linked[key] = _Jumps(items, t.top)
             return fn
         segments, slots, before, part = [], [], [], []
         for item in items:
@@ -265,7 +266,7 @@ class Assembler:
         env = {f's{j}': seg for j, seg in enumerate(segments)}
         fn = eval(f'lambda a: ({body}, max({depth}))' if slots else
                   f'lambda a: (s0, {t.top})', env)
-        self.linked[(spelling, True) if statement else spelling] = fn
+        self.linked[key] = fn
         return fn
 
     def apply(self, spelling, args):
@@ -281,11 +282,7 @@ class Assembler:
         fn = self.linked.get((spelling, True))
         if fn is None:
             fn = self._link(spelling, True)
-        code, depth = fn(args)
-        self.code.append(code)
-        self.lines += _LINE.get(len(code)) or _line(len(code))
-        if depth > self.depth:
-            self.depth = depth
+        self._add_line(*fn(args))
 
     def store(self, name, value):
         """A line: ``name = <value>``."""
@@ -293,9 +290,12 @@ class Assembler:
         store = self.stores.get(name)
         if store is None:
             store = self.stores[name] = _load(_OP['STORE_FAST'], self._local(name))[0]
+        self._add_line(code + store, depth)
+
+    def _add_line(self, code, depth):
+        """The next line's code, its location entries and the stack it needs."""
         self.code.append(code)
-        self.code.append(store)
-        self.lines += _LINE.get(len(code) + len(store)) or _line(len(code) + len(store))
+        self.lines += _LINE.get(len(code)) or _line(len(code))
         if depth > self.depth:
             self.depth = depth
 
@@ -313,11 +313,9 @@ class Assembler:
             code = _instruction(_OP['BUILD_LIST'], 0) + b''.join(
                 c + append for c, _ in returns) + _instruction(_OP['LIST_TO_TUPLE'], 0)
             depth = 1 + max(d for _, d in returns)
-        code += _instruction(_OP['RETURN_VALUE'], 0)
-        self.code.append(code)
-        self.lines += _line(len(code))
+        self._add_line(code + _instruction(_OP['RETURN_VALUE'], 0), depth)
         co = types.CodeType(
-            argcount, 0, 0, len(self.varnames), max(self.depth, depth, 1), 3,
+            argcount, 0, 0, len(self.varnames), max(self.depth, 1), 3,
             b''.join(self.code), tuple(self.consts), tuple(self.names),
             tuple(self.varnames), filename, name, name, 1, bytes(self.lines), b'', (), ())
         return types.FunctionType(co, glb, name)

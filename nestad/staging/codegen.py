@@ -327,17 +327,20 @@ class _Emitter:
             elif op is GUARD:
                 if bytecode.template(_GUARD_LINES[True], True) is None:
                     raise Unsupported('a guard')
-            elif self.templates.get(op) is not None or \
-                    isinstance(op, NumpyCall) or getattr(op, 'emit_lines', None) is not None \
-                    or getattr(op, 'plain', None) is None:
+            elif not self._called_plainly(op):
                 raise Unsupported(f'{op}')
+
+    def _called_plainly(self, op):
+        """Whether ``expression`` spells ``op`` as a call of its plain implementation."""
+        return self._template(op) is None and op is not GUARD and \
+            not isinstance(op, NumpyCall) and getattr(op, 'emit_lines', None) is None and \
+            getattr(op, 'plain', None) is not None
 
     def call_spelling(self, eqn):
         """The template of ``eqn`` as ``expression`` spells it, a call of its op's plain
         implementation with its parameters as keywords (asm; Unsupported otherwise)."""
         op = eqn.op
-        if eqn.tree is not None or self.templates.get(op) is not None or op is GUARD or \
-                isinstance(op, NumpyCall) or getattr(op, 'emit_lines', None) is not None:
+        if eqn.tree is not None or not self._called_plainly(op):
             raise Unsupported(f'the equation of {op}')
         parts = [f'{{{j}}}' for j in range(len(eqn.args))] + \
             [f"{k}={self.const(v)}" for k, v in eqn.params.items()]
