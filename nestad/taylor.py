@@ -38,6 +38,7 @@ from .numpy._dispatch import ARRAY_METHODS, SCALAR_METHODS
 from .numpy._joining import stack as anp_stack
 from .numpy._kernel import _shape
 from .numpy._plumbing import broadcast_to as anp_broadcast_to
+from .series import Fused
 from .taylor_stack import STACKED_RULES
 
 
@@ -160,6 +161,8 @@ class Taylor(Interpretation):
     def process(self, prim, top, args, carried, primals, params):
         if prim.__class__ is FunctionOp:
             return prim.apply(self, top, args, carried, primals, params)
+        if prim.__class__ is Fused:                  # (a recurrence of a jet's own: of jets)
+            return prim.composed(*args, **params)
         if isinstance(prim, Primitive) and any(is_array(p) for p in primals):
             return _array_route(prim, args)          # a scalar function of a jet of arrays
         K = min(a.order if a.__class__ is ArrayJet else len(a.series) for a, c in zip(args, carried) if c)

@@ -18,14 +18,21 @@ multiplied: ``0 * inf`` would give nan where the coefficient-wise product gives 
 The recurrences (``exp``, ``log``, division by a jet, ``sin``/``cos``, ``sinh``/``cosh``)
 are pushed forward (``_pushed``): once a coefficient is complete its terms go into every
 higher one at once, one product and one sum per order on slices of the stacks.
+
+Past order 1, on float64 stacks, each recurrence and each Cauchy product (elementwise, or
+of stacks of matrices) is applied as one primitive of ``nestad.series`` (``SERIES_EXP``...,
+``Fused``): the same numbers in one equation of a staged program, which numba compiles as
+loops, where the spelled-out rule held five equations per order, each an array with its
+temporaries.  Their spelled-out versions (``_exp_composed``...) are what every transform
+applies to them.
 """
 import numpy as np
 
-from . import registry
+from . import registry, series
 from .batching import BATCH_RULES
 from .numpy._kernel import _is_basic, _shape
 from .numpy._joining import concatenate
-from .numpy._plumbing import broadcast_to, expand_dims, reshape, sum as _sum
+from .numpy._plumbing import broadcast_to, expand_dims, reshape, sum as _sum, transpose
 from .values import Perturbed
 
 STACKED_RULES = {}     # qualified primitive name -> rule(prim, X, carried, params, K)
@@ -169,7 +176,9 @@ _PAIRS = {}
 def cauchy(prim, A, B, params, K):
     """``c_k = sum_{j=0..k} prim(a_j, b_{k-j})`` for k = 0..K, from the stacks of two jets:
     the (K + 1)(K + 2)/2 products in one call, then each k's summed (the grid's padding
-    reads a zero appended to them, never a product with a padding factor)."""
+    reads a zero appended to them, never a product with a padding factor).  An
+    elementwise product, or a product of stacks of matrices, of float64 stacks past
+    order 1 is one fused primitive (``series``)."""
     got = _PAIRS.get(K)
     if got is None:
         got = _PAIRS[K] = _pairs(K)
@@ -177,6 +186,16 @@ def cauchy(prim, A, B, params, K):
     if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
         if K <= PUSHED_ORDERS:
             return _pushed_product(A, B, K)
+        if _float64(A, B):
+            return SERIES_MULTIPLY.lifted(A, B, i, j, grid)
+    elif prim is _MATMUL and K > 1 and _float64(A, B) and len(_shape(A)) >= 3 and \
+            len(_shape(A)) == len(_shape(B)):
+        return SERIES_MATMUL.lifted(A, B, i, j, grid)
+    return _cauchy_composed(prim, A, B, i, j, grid, params, K)
+
+
+def _cauchy_composed(prim, A, B, i, j, grid, params, K):
+    if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
         P = prim.lifted(A[i], B[j])                # (pairs, *shape): aligned as they are
     else:
         P = _products(prim, [A[i], B[j]], [True, True], params)
@@ -185,6 +204,25 @@ def cauchy(prim, A, B, params, K):
     shape = _shape(P)[1:]
     P = concatenate([P, np.zeros((1,) + shape, dtype=_dtype(P))], axis=0)
     return _sum(P[grid], axis=0)
+
+
+def _multiply_composed(A, B, i, j, grid):
+    return _cauchy_composed(_MULTIPLY, A, B, i, j, grid, {}, _shape(A)[0] - 1)
+
+
+def _matmul_composed(A, B, i, j, grid):
+    return _cauchy_composed(_MATMUL, A, B, i, j, grid, {}, _shape(A)[0] - 1)
+
+
+def _float64(*stacks):
+    """Whether the stacks' numbers are all float64 (the fused recurrences' loops keep their
+    first argument's dtype: other dtypes, and mixed ones, take the spelled-out rules)."""
+    for x in stacks:
+        while isinstance(x, Perturbed):
+            x = x.primal
+        if getattr(x, 'dtype', None) != np.float64:
+            return False
+    return True
 
 
 # Up to this order an elementwise product of two jets is pushed (``_pushed_product``: 2K + 2
@@ -269,9 +307,26 @@ def product(prim, X, carried, params, K):
     return cauchy(prim, a, b, params, K)
 
 
+def _divide_composed(A, B, stacked=True):
+    """``q = a / b`` of a jet ``b``: ``q_k = a_k/b_0 + sum_{j=1..k} (-b_j/b_0) q_{k-j}``,
+    pushed (the terms of ``q_m`` are ``-b_i/b_0``); ``A`` a stack (``stacked``) or a
+    constant, the stacks' ranks equal."""
+    K = _shape(B)[0] - 1
+    b0 = B[:1]
+    U = B[1:] / -b0                                   # -b_i / b_0, i = 1..K
+    q0 = _DIVIDE.lifted(A[:1] if stacked else A, b0)
+    acc = U * q0                                      # the terms of q_0
+    if stacked:
+        acc = A[1:] / b0 + acc
+    if K == 1:
+        return concatenate([q0, acc], axis=0)
+    return _pushed(q0, acc, lambda m: U[:K - m], K)
+
+
 def divide(prim, X, carried, params, K):
-    """``q = a / b``: by a constant ``b`` one call; by a jet ``q_k = a_k/b_0 + sum_{j=1..k}
-    (-b_j/b_0) q_{k-j}``, pushed (``_pushed``: the terms of ``q_m`` are ``-b_i/b_0``)."""
+    """``q = a / b``: by a constant ``b`` one call; by a jet the recurrence
+    (``_divide_composed``), one fused primitive past order 1 where ``a`` is a stack or
+    an array (a number keeps its own promotion: the spelled-out recurrence)."""
     (a, b), (ca, cb) = X, carried
     if not cb:
         return _batch(prim, X, [True, False], {})
@@ -282,27 +337,22 @@ def divide(prim, X, carried, params, K):
     if ca and len(sa) < rank:
         a = reshape(a, (K + 1,) + (1,) * (rank - len(sa)) + sa)
     elif not ca and sa:
-        a = a[None]                                   # (a constant's order axis)
-    b0 = b[:1]
-    U = b[1:] / -b0                                   # -b_i / b_0, i = 1..K
-    q0 = prim.lifted(a[:1] if ca else a, b0)
-    acc = U * q0                                      # the terms of q_0
-    if ca:
-        acc = a[1:] / b0 + acc
-    if K == 1:
-        return concatenate([q0, acc], axis=0)
-    return _pushed(q0, acc, lambda m: U[:K - m], K)
+        a = reshape(a, (1,) * (rank - len(sa) + 1) + sa)   # (a constant's order axis)
+    if K > 1 and (ca or sa) and _float64(a, b):
+        return SERIES_DIVIDE.lifted(a, b, stacked=ca)
+    return _divide_composed(a, b, ca)
 
 
-def sin_cos(X, K, s0, c0, sign):
+def _sin_cos(X, W, whole, s0, c0, sign):
     """``s, c = sin(x), cos(x)`` (sign -1) or ``sinh(x), cosh(x)`` (sign +1) together:
     ``s_k = sum_{m<k} ((k-m)/k) x_{k-m} c_m``, ``c_k = sign sum_{m<k} ((k-m)/k) x_{k-m}
     s_m``, both pushed with exp's terms: four calls per order for the two."""
+    K = _shape(X)[0] - 1
     acc_s = X[1:] * c0
     acc_c = X[1:] * (s0 if sign > 0 else -s0)
     rows_s, rows_c = [s0], [c0]
     if K > 1:
-        terms = _terms(K, X[1:], lambda m, i: i / (m + i))
+        terms = _terms(W, X[1:], K, whole)
         for m in range(1, K):
             sm, cm = acc_s[:1], acc_c[:1]
             rows_s.append(sm)
@@ -315,14 +365,26 @@ def sin_cos(X, K, s0, c0, sign):
     return concatenate(rows_s, axis=0), concatenate(rows_c, axis=0)
 
 
+def _trig_composed(X, W, whole=True, sign=-1, first=True):
+    x0 = X[:1]
+    names = ('numpy.sin', 'numpy.cos') if sign < 0 else ('numpy.sinh', 'numpy.cosh')
+    s0, c0 = (registry.PRIMITIVES[n].lifted(x0) for n in names)
+    return _sin_cos(X, W, whole, s0, c0, sign)[0 if first else 1]
+
+
 def _trig(partner, sign, first):
-    """The stacked rule of ``sin`` (``cos``, ``sinh``, ``cosh``): ``sin_cos`` with the
-    partner function's primal; ``first`` says whether the primitive's result is ``s``."""
+    """The stacked rule of ``sin`` (``cos``, ``sinh``, ``cosh``): ``_sin_cos`` with the
+    partner function's primal (past order 1 fused, ``SERIES_TRIG``); ``first`` says
+    whether the primitive's result is ``s``."""
     def rule(prim, X, carried, params, K):
         (X,) = X
+        W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
+        if K > 1 and _float64(X):
+            return SERIES_TRIG.lifted(X, W, whole=whole, sign=sign, first=first)
         x0 = X[:1]
         own, other = prim.lifted(x0), registry.PRIMITIVES[partner].lifted(x0)
-        s, c = sin_cos(X, K, own, other, sign) if first else sin_cos(X, K, other, own, sign)
+        s, c = _sin_cos(X, W, whole, own, other, sign) if first else \
+            _sin_cos(X, W, whole, other, own, sign)
         return s if first else c
     return rule
 
@@ -343,14 +405,20 @@ def _grid(K, S, weight):
     return w.reshape(w.shape + (1,) * (len(_shape(S)) - 1))
 
 
-def _terms(K, S, weight):
-    """``terms(m)`` for ``_pushed``: the rows ``weight(m, i) s_i``, i = 1..K - m, of the
+def _weights(K, X, weight):
+    """(the grid of ``weight`` for the stack ``X``'s recurrence, whether its weighted terms
+    fit at once: ``PAIRS_LIMIT``)."""
+    return _grid(K, X, weight), (K - 1) * (K - 1) * int(np.prod(_shape(X)[1:])) <= PAIRS_LIMIT
+
+
+def _terms(W, S, K, whole):
+    """``terms(m)`` for ``_pushed``: the rows ``W[m - 1, i - 1] s_i``, i = 1..K - m, of the
     coefficients ``S = [s_1, ..., s_K]``: one product of the whole (K - 1) x (K - 1) grid
-    where it fits (``PAIRS_LIMIT``), else one product per order."""
-    if (K - 1) * (K - 1) * int(np.prod(_shape(S)[1:])) <= PAIRS_LIMIT:
-        Z = _grid(K, S, weight) * S[:K - 1]
+    (``whole``), else one product per order."""
+    if whole:
+        Z = W * S[:K - 1]
         return lambda m: Z[m - 1, :K - m]
-    return lambda m: _grid(K, S, weight)[m - 1, :K - m] * S[:K - m]
+    return lambda m: W[m - 1, :K - m] * S[:K - m]
 
 
 def _pushed(first, acc, terms, K, sign=1):
@@ -370,30 +438,89 @@ def _pushed(first, acc, terms, K, sign=1):
     return concatenate(rows, axis=0)
 
 
-def exp(prim, X, carried, params, K):
+def _exp_weight(m, i):
+    return i / (m + i)
+
+
+def _log_weight(j, i):
+    return j / (j + i)
+
+
+
+def _exp_composed(X, W, whole=True):
     """``y = exp(x)``: ``y_k = sum_{m=0..k-1} ((k-m)/k) x_{k-m} y_m``, pushed: the terms of
-    ``y_m`` (m >= 1) are ``i/(m+i) x_i`` (i = k - m), one grid for every m."""
-    (X,) = X
-    y0 = prim.lifted(X[:1])
+    ``y_m`` (m >= 1) are ``i/(m+i) x_i`` (i = k - m), one grid ``W`` for every m."""
+    K = _shape(X)[0] - 1
+    y0 = _EXP.lifted(X[:1])
     acc = X[1:] * y0                                  # the terms of y_0 (weights k/k = 1)
     if K == 1:
         return concatenate([y0, acc], axis=0)
-    return _pushed(y0, acc, _terms(K, X[1:], lambda m, i: i / (m + i)), K)
+    return _pushed(y0, acc, _terms(W, X[1:], K, whole), K)
+
+
+def exp(prim, X, carried, params, K):
+    (X,) = X
+    if K == 1 or not _float64(X):
+        W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
+        return _exp_composed(X, W, whole)
+    W, whole = _weights(K, X, _exp_weight)
+    return SERIES_EXP.lifted(X, W, whole=whole)
+
+
+def _log_composed(X, W, whole=True):
+    """``y = log(x)``: ``y_k = u_k - sum_{j=1..k-1} (j/k) u_{k-j} y_j``, ``u = x / x0``,
+    pushed: the terms of ``y_j`` are ``j/(j+i) u_i``."""
+    K = _shape(X)[0] - 1
+    x0 = X[:1]
+    U = X[1:] / x0                                    # u_1..u_K
+    y0 = _LOG.lifted(x0)
+    if K == 1:
+        return concatenate([y0, U], axis=0)
+    return _pushed(y0, U, _terms(W, U, K, whole), K, -1)
 
 
 def log(prim, X, carried, params, K):
-    """``y = log(x)``: ``y_k = u_k - sum_{j=1..k-1} (j/k) u_{k-j} y_j``, ``u = x / x0``,
-    pushed: the terms of ``y_j`` are ``j/(j+i) u_i``."""
     (X,) = X
-    x0 = X[:1]
-    U = X[1:] / x0                                    # u_1..u_K
-    y0 = prim.lifted(x0)
-    if K == 1:
-        return concatenate([y0, U], axis=0)
-    return _pushed(y0, U, _terms(K, U, lambda j, i: j / (j + i)), K, -1)
+    if K == 1 or not _float64(X):
+        W, whole = _weights(K, X, _log_weight) if K > 1 else (None, True)
+        return _log_composed(X, W, whole)
+    W, whole = _weights(K, X, _log_weight)
+    return SERIES_LOG.lifted(X, W, whole=whole)
 
 
+def _series_batch(prim, values, batched, params):
+    """vmap's rule of a fused recurrence: its stacks' order axis is their first, and the
+    recurrence runs elementwise over the others, so the batch axis goes second (an
+    unbatched stack gets an axis of length 1 there, a grid of weights a last one) and
+    comes back first."""
+    moved = []
+    for j, (v, b) in enumerate(zip(values, batched)):
+        if b:
+            v = transpose(v, (1, 0) + tuple(range(2, len(_shape(v)))))
+        elif j == 0 or j == 1 and prim in _TWO_STACKS:
+            v = expand_dims(v, 1)
+        elif j == 1:
+            v = expand_dims(v, -1)                  # (a grid of weights)
+        moved.append(v)
+    out = prim.lifted(*moved, **params)
+    return transpose(out, (1, 0) + tuple(range(2, len(_shape(out)))))
+
+
+SERIES_EXP = series.Fused('series_exp', series.exp_plain, series.exp_loops, _exp_composed)
+SERIES_LOG = series.Fused('series_log', series.log_plain, series.log_loops, _log_composed)
+SERIES_DIVIDE = series.Fused('series_divide', series.divide_plain, series.divide_loops, _divide_composed)
+SERIES_TRIG = series.Fused('series_trig', series.trig_plain, series.trig_loops, _trig_composed)
+SERIES_MULTIPLY = series.Fused('series_multiply', series.multiply_plain, series.multiply_loops,
+                               _multiply_composed)
+SERIES_MATMUL = series.Fused('series_matmul', series.matmul_plain, series.matmul_loops, _matmul_composed)
+for _fused in (SERIES_EXP, SERIES_LOG, SERIES_DIVIDE, SERIES_TRIG, SERIES_MULTIPLY, SERIES_MATMUL):
+    BATCH_RULES[_fused.qualname] = _series_batch
+
+_TWO_STACKS = (SERIES_DIVIDE, SERIES_MULTIPLY, SERIES_MATMUL)
 _MULTIPLY = registry.PRIMITIVES['numpy.multiply']
+_DIVIDE = registry.PRIMITIVES['numpy.divide']
+_EXP = registry.PRIMITIVES['numpy.exp']
+_LOG = registry.PRIMITIVES['numpy.log']
 _ADD = registry.PRIMITIVES['numpy.add']
 _SUBTRACT = registry.PRIMITIVES['numpy.subtract']
 _MATMUL = registry.PRIMITIVES['numpy.matmul']

@@ -96,6 +96,16 @@ P = Params(np.linspace(0.1, 0.6, 6).reshape(3, 2), np.array([0.3, -0.2]))
 S = Scale(1.5, "half")
 V = np.linspace(0.1, 0.9, 4)
 
+
+
+def jet_arrays(t):
+    """Taylor mode's fused recurrences and products of arrays (``nestad.series``)."""
+    x = V + t * V[::-1]
+    m = anp.reshape(x, (2, 2))
+    return anp.sum(anp.exp(x) * anp.log(x + 1.0) / (anp.cos(x) + 2.0) + anp.sinh(x) * x) + \
+        anp.sum((m @ m) * m)
+
+
 # (name, function, example arguments, static_argnums, calls); each call is staged and run
 # in the fresh interpreter.
 CASES = [
@@ -119,6 +129,7 @@ CASES = [
     ('revolved', nd.gradient_r(revolved), (np.full(8, 0.5),), (),
      [(np.full(8, 0.1),), (np.full(8, 9.0),)]),
     ('scanned', nd.gradient_r(scanned), (np.linspace(-0.5, 0.5, 8),), (), [(np.ones(8),)]),
+    ('jet_arrays', nd.derivatives(jet_arrays, 5), (0.2,), (), [(0.5,)]),
 ]
 
 # Calls that must fail in the exported module: (case, arguments, error type, words).

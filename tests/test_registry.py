@@ -148,6 +148,37 @@ ARRAY_ROWS.update({
     'numpy.banded_take': (lambda x: _banded.banded_take(x, offset=-1, m=3), (R.uniform(size=(2, 4, 3)),)),
 })
 
+
+def _series_rows():
+    """Taylor mode's fused recurrences (``nestad.series``): their rules are their
+    compositions; stacks (K + 1, 3) at K = 3, weights and pairs as the rules make them."""
+    from nestad import taylor_stack as ts
+    g = np.random.default_rng(16)
+    K = 3
+    X = g.uniform(-0.5, 0.5, size=(K + 1, 3))
+    pos = X + np.array([[2.0], [0], [0], [0]])
+    We, Wl = ts._grid(K, X, ts._exp_weight), ts._grid(K, X, ts._log_weight)
+    i, j, grid = ts._pairs(K)
+    M, N = g.uniform(-1, 1, size=(K + 1, 2, 3)), g.uniform(-1, 1, size=(K + 1, 3, 2))
+
+    def trig(x):
+        return anp.concatenate([ts.SERIES_TRIG.lifted(x, We, whole=w, sign=s, first=f)
+                                for s, f, w in ((-1, True, True), (-1, False, False),
+                                                (1, True, False), (1, False, True))])
+    return {
+        'series_exp': (lambda x: ts.SERIES_EXP.lifted(x, We, whole=True), (X,)),
+        'series_log': (lambda x: ts.SERIES_LOG.lifted(x, Wl, whole=False), (pos,)),
+        'series_trig': (trig, (X,)),
+        'series_divide': (lambda a, b: anp.concatenate([ts.SERIES_DIVIDE.lifted(a, b),
+                                                        ts.SERIES_DIVIDE.lifted(a[:1], b, stacked=False)]),
+                          (X, pos)),
+        'series_multiply': (lambda a, b: ts.SERIES_MULTIPLY.lifted(a, b, i, j, grid), (X, pos)),
+        'series_matmul': (lambda a, b: ts.SERIES_MATMUL.lifted(a, b, i, j, grid), (M, N)),
+    }
+
+
+ARRAY_ROWS.update(_series_rows())
+
 # Piecewise-constant operations: their derivative is zero (checked), their values
 # numpy's / Python's (tested with the functions that use them).
 CONSTANTS = {'sign', 'floor', 'ceil', 'floordiv', 'lt', 'le', 'gt', 'ge', 'eq', 'ne',

@@ -842,6 +842,152 @@ case('numpy.banded_dense', linear(lambda a, b: _banded.banded_dense(a, b, offset
 case('numpy.banded_take', linear(lambda x: _banded.banded_take(x, offset=-1, m=3), (2, 4, 3)))
 
 
+
+# ---------------------------------------------------------------- fused recurrences
+# ``nestad.series``: a recurrence of a jet's stack (K + 1, n) as one primitive, here applied
+# to a stack moving along a line, ``X0 + t V``: its Taylor rule is its composition.  The
+# reference is the truncated power series of the function of the stack's polynomial
+# (exp, log, 1/b, sin... by their series, products by convolution), in mpmath.
+
+def _series_ops(K):
+    def mul(p, q):
+        return [mpmath.fsum(p[j] * q[k - j] for j in range(k + 1)) for k in range(K + 1)]
+
+    def powers(q, scale):        # sum_j scale(j) q^j, q[0] = 0 (nilpotent: j <= K)
+        out, term = [mpmath.mpf(0)] * (K + 1), [mpmath.mpf(1)] + [mpmath.mpf(0)] * K
+        for j in range(K + 1):
+            out = [o + scale(j) * t for o, t in zip(out, term)]
+            term = mul(term, q)
+        return out
+
+    def shifted(p):
+        return [mpmath.mpf(0)] + list(p[1:])
+
+    def exp(p):
+        return [mpmath.exp(p[0]) * c for c in powers(shifted(p), lambda j: 1 / mpmath.factorial(j))]
+
+    def log(p):
+        r = [c / p[0] for c in shifted(p)]
+        out = powers(r, lambda j: 0 if j == 0 else (-1) ** (j + 1) / mpmath.mpf(j))
+        return [mpmath.log(p[0]) + out[0]] + out[1:]
+
+    def divide(a, b):
+        r = [c / b[0] for c in shifted(b)]
+        return mul(a, [c / b[0] for c in powers(r, lambda j: (-1) ** j)])
+
+    def trig(p, sign, first):
+        q = shifted(p)
+        sgn = (lambda j: (-1) ** j) if sign < 0 else (lambda j: 1)
+        C = powers(q, lambda j: 0 if j % 2 else sgn(j // 2) / mpmath.factorial(j))
+        S = powers(q, lambda j: sgn(j // 2) / mpmath.factorial(j) if j % 2 else 0)
+        s0, c0 = (mpmath.sin(p[0]), mpmath.cos(p[0])) if sign < 0 else (mpmath.sinh(p[0]), mpmath.cosh(p[0]))
+        if first:                            # sin(p0 + q) = s0 C + c0 S; sinh likewise
+            return [s0 * c + c0 * d for c, d in zip(C, S)]
+        return [c0 * c + sign * s0 * d for c, d in zip(C, S)]   # cos: c0 C - s0 S
+    return dict(mul=mul, exp=exp, log=log, divide=divide, trig=trig)
+
+
+def fused(name, prim, stacks, ref_fn, params=None, extra=(), seed=0, K=3, n=2, **kw):
+    """A case of a fused recurrence: its stacks (K + 1, n) follow ``X0 + t V`` (the
+    ``stacks`` pairs (X0, V) given as functions of a generator), ``ref_fn(ops, *polys)``
+    the reference of one element's coefficients."""
+    from nestad import taylor_stack as ts
+    g = np.random.default_rng(seed)
+    pairs = [make(g, K, n) for make in stacks]
+    params = params or {}
+    prim = getattr(ts, prim)
+    consts = []
+    for c in extra:
+        c = c(K, pairs[0][0]) if callable(c) else c
+        consts += list(c) if isinstance(c, tuple) else [c]
+
+    def f(t):
+        return prim.lifted(*[x + t * v for x, v in pairs], *consts, **params)
+
+    def ref():
+        ops = _series_ops(K)
+
+        def at(s):
+            out = [[None] * n for _ in range(K + 1)]
+            for e in range(n):
+                polys = [[mpmath.mpf(x[k, e]) + s * mpmath.mpf(v[k, e]) for k in range(len(x))]
+                         for x, v in pairs]
+                for k, c in enumerate(ref_fn(ops, *polys)):
+                    out[k][e] = c
+            return [c for row in out for c in row]
+        return mp_diffs(at)
+    return Case(f, ref, **kw)
+
+
+def _line(lo, hi):
+    return lambda g, K, n: (np.concatenate([g.uniform(lo, hi, (1, n)), 0.6 * g.normal(size=(K, n))]),
+                            0.4 * g.normal(size=(K + 1, n)))
+
+
+def _exp_grid(K, X):
+    from nestad import taylor_stack as ts
+    return ts._grid(K, X, ts._exp_weight)
+
+
+def _log_grid(K, X):
+    from nestad import taylor_stack as ts
+    return ts._grid(K, X, ts._log_weight)
+
+
+def _pairs(K, X):
+    from nestad import taylor_stack as ts
+    return ts._pairs(K)
+
+
+case('series_exp', fused('exp', 'SERIES_EXP', [_line(-1, 1)], lambda o, p: o['exp'](p), extra=[_exp_grid]),
+     fused('exp, terms by order', 'SERIES_EXP', [_line(-1, 1)], lambda o, p: o['exp'](p),
+           extra=[_exp_grid], params={'whole': False}, seed=1, K=4))
+case('series_log', fused('log', 'SERIES_LOG', [_line(1.5, 3)], lambda o, p: o['log'](p), extra=[_log_grid]),
+     fused('log, terms by order', 'SERIES_LOG', [_line(1.5, 3)], lambda o, p: o['log'](p),
+           extra=[_log_grid], params={'whole': False}, seed=1, K=4))
+case('series_trig', *[fused('trig', 'SERIES_TRIG', [_line(-1, 1)],
+                            lambda o, p, sg=sg, fi=fi: o['trig'](p, sg, fi), extra=[_exp_grid],
+                            params={'sign': sg, 'first': fi, 'whole': sg > 0}, seed=2 + j)
+                      for j, (sg, fi) in enumerate([(-1, True), (-1, False), (1, True), (1, False)])])
+case('series_divide', fused('divide', 'SERIES_DIVIDE', [_line(-1, 1), _line(1.5, 3)],
+                            lambda o, a, b: o['divide'](a, b)),
+     # a constant numerator: its stack is its value and zeros (the rule's ``stacked=False``
+     # takes the value alone, (1, n))
+     fused('divide by a jet', 'SERIES_DIVIDE',
+           [lambda g, K, n: (g.normal(size=(1, n)), np.zeros((1, n))), _line(1.5, 3)],
+           lambda o, a, b: o['divide'](a + [0] * (len(b) - 1), b), params={'stacked': False}, seed=3))
+case('series_multiply', fused('multiply', 'SERIES_MULTIPLY', [_line(-1, 1), _line(-1, 1)],
+                              lambda o, a, b: o['mul'](a, b), extra=[_pairs]))
+
+
+def _series_matmul_case():
+    # (K + 1, 2, 3) @ (K + 1, 3, 2): each entry a sum of elementwise Cauchy products
+    from nestad import taylor_stack as ts
+    g, K = np.random.default_rng(5), 3
+    A, dA, B, dB = (g.normal(size=s) for s in [(K + 1, 2, 3)] * 2 + [(K + 1, 3, 2)] * 2)
+    i, j, grid = ts._pairs(K)
+
+    def f(t):
+        return ts.SERIES_MATMUL.lifted(A + t * dA, B + t * dB, i, j, grid)
+
+    def ref():
+        ops = _series_ops(K)
+
+        def at(s):
+            a = [[[mpmath.mpf(A[k, r, l]) + s * mpmath.mpf(dA[k, r, l]) for k in range(K + 1)]
+                  for l in range(3)] for r in range(2)]
+            b = [[[mpmath.mpf(B[k, l, q]) + s * mpmath.mpf(dB[k, l, q]) for k in range(K + 1)]
+                  for q in range(2)] for l in range(3)]
+            c = [[[sum(ops['mul'](a[r][l], b[l][q])[k] for l in range(3)) for q in range(2)]
+                  for r in range(2)] for k in range(K + 1)]
+            return [x for rows in c for row in rows for x in row]
+        return mp_diffs(at)
+    return Case(f, ref)
+
+
+case('series_matmul', _series_matmul_case())
+
+
 # ---------------------------------------------------------------- the checks
 
 def builtin_primitives():
