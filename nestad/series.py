@@ -48,8 +48,13 @@ class Fused(ArrayPrimitive):
 
 # ---------------------------------------------------------------- numpy (plain)
 
-def _pushed(first, acc, terms, K, sign):
-    """``taylor_stack._pushed`` on plain arrays."""
+def pushed(first, acc, terms, K, sign=1, join=np.concatenate):
+    """``[first, y_1, ..., y_K]`` of a recurrence ``y_k = acc_k + sign sum_{m=1..k-1}
+    terms(m)[k-m-1] y_m``, pushed forward: ``acc`` holds the rows k = 1..K with the terms
+    of the orders so far; once ``y_m`` (its first row) is complete, its terms go into the
+    rows above at once.  Two calls per order (a product and a sum), on slices (views); the
+    terms are summed in m's order, as the coefficient-wise rules do.  ``join``: numpy's
+    concatenate here, nestad's where ``taylor_stack`` spells a recurrence on any values."""
     rows = [first]
     for m in range(1, K):
         ym = acc[:1]
@@ -57,11 +62,13 @@ def _pushed(first, acc, terms, K, sign):
         t = terms(m) * ym
         acc = acc[1:] + t if sign > 0 else acc[1:] - t
     rows.append(acc)
-    return np.concatenate(rows, axis=0)
+    return join(rows, axis=0)
 
 
-def _terms(W, S, K, whole):
-    """``taylor_stack._terms`` with the grid of weights ``W`` given."""
+def weighted(W, S, K, whole):
+    """``terms(m)`` for ``pushed``: the rows ``W[m - 1, i - 1] s_i``, i = 1..K - m, of the
+    coefficients ``S = [s_1, ..., s_K]``: one product of the whole (K - 1) x (K - 1) grid of
+    weights ``W`` (``whole``), else one product per order."""
     if whole:
         Z = W * S[:K - 1]
         return lambda m: Z[m - 1, :K - m]
@@ -73,7 +80,7 @@ def exp_plain(X, W, whole=True):
     y0 = np.exp(X[:1])
     S = X[1:]
     acc = S * y0
-    return _pushed(y0, acc, _terms(W, S, K, whole), K, 1)
+    return pushed(y0, acc, weighted(W, S, K, whole), K, 1)
 
 
 def log_plain(X, W, whole=True):
@@ -81,7 +88,7 @@ def log_plain(X, W, whole=True):
     x0 = X[:1]
     U = X[1:] / x0
     y0 = np.log(x0)
-    return _pushed(y0, U, _terms(W, U, K, whole), K, -1)
+    return pushed(y0, U, weighted(W, U, K, whole), K, -1)
 
 
 def divide_plain(A, B, stacked=True):
@@ -94,32 +101,39 @@ def divide_plain(A, B, stacked=True):
     acc = U * q0
     if stacked:
         acc = A[1:] / b0 + acc
-    return _pushed(q0, acc, lambda m: U[:K - m], K, 1)
+    return pushed(q0, acc, lambda m: U[:K - m], K, 1)
+
+
+def sin_cos(X, W, whole, s0, c0, sign, join=np.concatenate):
+    """``s, c = sin(x), cos(x)`` (sign -1) or ``sinh(x), cosh(x)`` (sign +1) together:
+    ``s_k = sum_{m<k} ((k-m)/k) x_{k-m} c_m``, ``c_k = sign sum_{m<k} ((k-m)/k) x_{k-m}
+    s_m``, both pushed with exp's terms: four calls per order for the two."""
+    K = X.shape[0] - 1
+    acc_s = X[1:] * c0
+    acc_c = X[1:] * (s0 if sign > 0 else -s0)
+    rows_s, rows_c = [s0], [c0]
+    if K > 1:
+        terms = weighted(W, X[1:], K, whole)
+        for m in range(1, K):
+            sm, cm = acc_s[:1], acc_c[:1]
+            rows_s.append(sm)
+            rows_c.append(cm)
+            z = terms(m)
+            acc_s = acc_s[1:] + z * cm
+            acc_c = acc_c[1:] + z * sm if sign > 0 else acc_c[1:] - z * sm
+    rows_s.append(acc_s)
+    rows_c.append(acc_c)
+    return join(rows_s, axis=0), join(rows_c, axis=0)
 
 
 def trig_plain(X, W, whole=True, sign=-1, first=True):
     """sin (``sign`` -1, ``first``), cos (-1, not first), sinh (+1, first), cosh."""
-    K = X.shape[0] - 1
     x0 = X[:1]
     if sign < 0:
         s0, c0 = np.sin(x0), np.cos(x0)
     else:
         s0, c0 = np.sinh(x0), np.cosh(x0)
-    S = X[1:]
-    acc_s = S * c0
-    acc_c = S * (s0 if sign > 0 else -s0)
-    rows_s, rows_c = [s0], [c0]
-    terms = _terms(W, S, K, whole)
-    for m in range(1, K):
-        sm, cm = acc_s[:1], acc_c[:1]
-        rows_s.append(sm)
-        rows_c.append(cm)
-        z = terms(m)
-        acc_s = acc_s[1:] + z * cm
-        acc_c = acc_c[1:] + z * sm if sign > 0 else acc_c[1:] - z * sm
-    rows = rows_s if first else rows_c
-    rows.append(acc_s if first else acc_c)
-    return np.concatenate(rows, axis=0)
+    return sin_cos(X, W, whole, s0, c0, sign)[0 if first else 1]
 
 
 # ---------------------------------------------------------------- loops (numba)

@@ -325,8 +325,8 @@ def _divide_composed(A, B, stacked=True):
 
 def divide(prim, X, carried, params, K):
     """``q = a / b``: by a constant ``b`` one call; by a jet the recurrence
-    (``_divide_composed``), one fused primitive past order 1 where ``a`` is a stack or
-    an array (a number keeps its own promotion: the spelled-out recurrence)."""
+    (``_divide_composed``), one fused primitive past order 1 where ``a`` is a stack, an
+    array or a Python number (then a float64 array: ``b`` is float64)."""
     (a, b), (ca, cb) = X, carried
     if not cb:
         return _batch(prim, X, [True, False], {})
@@ -338,31 +338,17 @@ def divide(prim, X, carried, params, K):
         a = reshape(a, (K + 1,) + (1,) * (rank - len(sa)) + sa)
     elif not ca and sa:
         a = reshape(a, (1,) * (rank - len(sa) + 1) + sa)   # (a constant's order axis)
+    elif not ca and a.__class__ in (float, int) and K > 1 and _float64(b):
+        a = np.full((1,) * (rank + 1), float(a))           # (numpy's float64 of the number)
+        sa = (1,) * rank
     if K > 1 and (ca or sa) and _float64(a, b):
         return SERIES_DIVIDE.lifted(a, b, stacked=ca)
     return _divide_composed(a, b, ca)
 
 
 def _sin_cos(X, W, whole, s0, c0, sign):
-    """``s, c = sin(x), cos(x)`` (sign -1) or ``sinh(x), cosh(x)`` (sign +1) together:
-    ``s_k = sum_{m<k} ((k-m)/k) x_{k-m} c_m``, ``c_k = sign sum_{m<k} ((k-m)/k) x_{k-m}
-    s_m``, both pushed with exp's terms: four calls per order for the two."""
-    K = _shape(X)[0] - 1
-    acc_s = X[1:] * c0
-    acc_c = X[1:] * (s0 if sign > 0 else -s0)
-    rows_s, rows_c = [s0], [c0]
-    if K > 1:
-        terms = _terms(W, X[1:], K, whole)
-        for m in range(1, K):
-            sm, cm = acc_s[:1], acc_c[:1]
-            rows_s.append(sm)
-            rows_c.append(cm)
-            z = terms(m)
-            acc_s = acc_s[1:] + z * cm
-            acc_c = acc_c[1:] + z * sm if sign > 0 else acc_c[1:] - z * sm
-    rows_s.append(acc_s)
-    rows_c.append(acc_c)
-    return concatenate(rows_s, axis=0), concatenate(rows_c, axis=0)
+    """``series.sin_cos`` on any values."""
+    return series.sin_cos(X, W, whole, s0, c0, sign, concatenate)
 
 
 def _trig_composed(X, W, whole=True, sign=-1, first=True):
@@ -411,31 +397,12 @@ def _weights(K, X, weight):
     return _grid(K, X, weight), (K - 1) * (K - 1) * int(np.prod(_shape(X)[1:])) <= PAIRS_LIMIT
 
 
-def _terms(W, S, K, whole):
-    """``terms(m)`` for ``_pushed``: the rows ``W[m - 1, i - 1] s_i``, i = 1..K - m, of the
-    coefficients ``S = [s_1, ..., s_K]``: one product of the whole (K - 1) x (K - 1) grid
-    (``whole``), else one product per order."""
-    if whole:
-        Z = W * S[:K - 1]
-        return lambda m: Z[m - 1, :K - m]
-    return lambda m: W[m - 1, :K - m] * S[:K - m]
-
-
 def _pushed(first, acc, terms, K, sign=1):
-    """``[first, y_1, ..., y_K]`` of a recurrence ``y_k = acc_k + sign sum_{m=1..k-1}
-    terms(m)[k-m-1] y_m``, pushed forward: ``acc`` holds the rows k = 1..K with the terms
-    of the orders so far; once ``y_m`` (its first row) is complete, its terms go into the
-    rows above at once.  Two calls per order (a product and a sum), where pulling each
-    ``y_k`` from the stack of the lower ones took a product, a reduction, a scale and a
-    concatenation.  The terms are summed in m's order, as the coefficient-wise rules do."""
-    rows = [first]
-    for m in range(1, K):
-        ym = acc[:1]
-        rows.append(ym)
-        t = terms(m) * ym
-        acc = acc[1:] + t if sign > 0 else acc[1:] - t
-    rows.append(acc)
-    return concatenate(rows, axis=0)
+    """``series.pushed`` on any values (the rows joined by nestad's concatenate)."""
+    return series.pushed(first, acc, terms, K, sign, concatenate)
+
+
+_terms = series.weighted
 
 
 def _exp_weight(m, i):
