@@ -8,7 +8,9 @@ jet, sin, cos, sinh, cosh), reduced to a number.  For a random order K = 1..5 an
 * ``nd.jet`` against ``jax.experimental.jet.jet`` (every coefficient, relative 1e-10);
 * ``nd.stage`` of the jet against the eager jet (1e-12);
 * ``nd.gradient_r`` of the top coefficient against ``jax.grad`` of JAX's jet (1e-10):
-  reverse mode over the stacked rules.
+  reverse mode over the stacked rules;
+* ``nd.vmap`` of the jet over three inputs against the jets of each (1e-12): the batch
+  rules of the stacked and fused rules (``nestad.series``).
 
     python benchmarks/fuzz_jet.py [seed, default 0] [cases, default 200]
 
@@ -119,6 +121,9 @@ def check(case, seed):
         ps, ss = nd.stage(lambda x, *ser: ours_of(x, ser))(x0, *series)
         g = nd.gradient_r(lambda x: ours_of(x, series)[1][-1])(x0)
         gj = jax.grad(lambda x: jax_of(x)[1][-1])(jnp.asarray(x0))
+        xs = onp.stack([x0, 0.9 * x0, x0 + 0.1])
+        vs = nd.vmap(lambda x: ours_of(x, series)[1][-1])(xs)
+        each = [ours_of(x, series)[1][-1] for x in xs]
     except Exception as e:                      # noqa: BLE001 (every error is a finding)
         return [f"error {type(e).__name__}: {str(e)[:200]} in K = {K}, {ops}"]
     ref = [float(pj)] + [float(v) for v in sj]
@@ -135,6 +140,9 @@ def check(case, seed):
     err = float(onp.max(onp.abs(onp.asarray(g) - onp.asarray(gj)))) / max(1.0, float(onp.max(onp.abs(gj))))
     if err > 1e-10:
         found.append(f"gradient_r of the top coefficient against jax.grad: {err:.2e}")
+    err = max(abs(float(a) - float(b)) / max(1.0, abs(float(b))) for a, b in zip(vs, each))
+    if err > 1e-12:
+        found.append(f"vmap of the jet against each member's: {err:.2e}")
     return [f"{what} in K = {K}, {ops}" for what in found]
 
 

@@ -20,9 +20,32 @@ with temporaries.  Here each recurrence is one ``Fused`` primitive:
 constant of the program.  ``whole``: the weighted terms made at once as one
 (K - 1) x (K - 1) grid (else order by order, for stacks past ``taylor_stack.PAIRS_LIMIT``).
 """
+import threading
+
 import numpy as np
 
 from .arrays import ArrayPrimitive, apply
+
+_local = threading.local()
+
+
+class spelled_out:
+    """``with spelled_out():`` Taylor mode spells its recurrences and products with array
+    primitives instead of applying ``Fused`` ones (``stage``'s Python backend traces so:
+    its straight-line code runs the spelled-out equations about 10% faster than the
+    loops of the plain functions, where numba compiles the fused ones into loops)."""
+    __slots__ = ()
+
+    def __enter__(self):
+        _local.depth = getattr(_local, 'depth', 0) + 1
+
+    def __exit__(self, *exc):
+        _local.depth -= 1
+
+
+def fusing():
+    """Whether Taylor mode applies ``Fused`` primitives here (not ``spelled_out``)."""
+    return not getattr(_local, 'depth', 0)
 
 
 class Fused(ArrayPrimitive):
@@ -54,7 +77,7 @@ def pushed(first, acc, terms, K, sign=1, join=np.concatenate):
     of the orders so far; once ``y_m`` (its first row) is complete, its terms go into the
     rows above at once.  Two calls per order (a product and a sum), on slices (views); the
     terms are summed in m's order, as the coefficient-wise rules do.  ``join``: numpy's
-    concatenate here, nestad's where ``taylor_stack`` spells a recurrence on any values."""
+    concatenate here, the array primitives' where ``taylor_stack`` spells a recurrence."""
     rows = [first]
     for m in range(1, K):
         ym = acc[:1]

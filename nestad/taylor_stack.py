@@ -215,8 +215,11 @@ def _matmul_composed(A, B, i, j, grid):
 
 
 def _float64(*stacks):
-    """Whether the stacks' numbers are all float64 (the fused recurrences' loops keep their
-    first argument's dtype: other dtypes, and mixed ones, take the spelled-out rules)."""
+    """Whether the stacks' numbers are all float64 and Taylor mode fuses here
+    (``series.fusing``): the fused recurrences' loops keep their first argument's dtype,
+    so other dtypes, and mixed ones, take the spelled-out rules."""
+    if not series.fusing():
+        return False
     for x in stacks:
         while isinstance(x, Perturbed):
             x = x.primal

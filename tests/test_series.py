@@ -74,7 +74,7 @@ def test_stacks_that_broadcast():
 def test_the_loops_numba_compiles_give_the_same_numbers():
     import numba
     jitted = {}
-    for K, shape in [(2, (3,)), (9, (2, 3))]:
+    for K, shape in [(2, (3,)), (9, (2, 3)), (4, ())]:
         for prim, args, params in _calls(K, shape):
             fn = jitted.get(prim) or jitted.setdefault(prim, numba.njit(prim.plain.numba))
             got, want = fn(*args, **params), prim.plain(*args, **params)
@@ -95,24 +95,37 @@ def program(t, x):
 X0 = np.array([0.3, -0.4, 0.9])
 
 
-def test_a_staged_jet_holds_one_equation_per_recurrence():
+def test_a_traced_jet_holds_one_equation_per_recurrence():
     K = 10
     jet = nd.derivatives(lambda t: program(t, X0), K)
-    staged = nd.stage(jet)
-    staged(0.1)
-    got = staged(0.1)
-    want = jet(0.1)
-    for g, w in zip(got, want):
-        for a, b in zip(g, w):
-            assert np.array_equal(a, b)
-    eqns = staged.programs()[0].eqns
+    traced = nd.trace(jet, 0.1)
+    eqns = traced.eqns
     fused = [e for e in eqns if getattr(e.op, 'qualname', '').startswith('series_')]
     assert {e.op.qualname for e in fused} == {'series_exp', 'series_log', 'series_trig',
                                               'series_divide', 'series_multiply', 'series_matmul'}
     # the spelled-out recurrences held about five equations per order each: 502 equations
     # here, 175 fused (110 of them each output's orders read out and scaled by k!)
     assert len(eqns) < 200, len(eqns)
-    assert "_p_series_exp" in staged.programs()[0].source()
+    assert "_p_series_exp" in traced.source()
+
+
+def test_the_python_backend_stages_the_recurrences_spelled_out():
+    """``stage``'s Python backend traces the spelled-out recurrences (straight-line code,
+    faster there than the plain functions' loops), numba's and the tiered one the fused
+    ones; every spelling gives the eager jet's bits."""
+    K = 10
+    jet = nd.derivatives(lambda t: program(t, X0), K)
+    staged = nd.stage(jet)
+    staged(0.1)
+    got, want = staged(0.1), jet(0.1)
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            assert np.array_equal(a, b)
+    eqns = staged.programs()[0].eqns
+    assert not any(getattr(e.op, 'qualname', '').startswith('series_') for e in eqns)
+    assert len(eqns) > 400
+    traced = nd.trace(jet, 0.1)
+    assert all(np.array_equal(a, b) for g, w in zip(traced(0.1), want) for a, b in zip(g, w))
 
 
 def test_nesting_applies_the_compositions():

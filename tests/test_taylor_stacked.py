@@ -234,7 +234,7 @@ def test_recurrences_stay_stacked(monkeypatch):
 
 
 def test_recurrences_are_one_equation_at_every_order():
-    """Staged, each recurrence of float64 stacks is one equation past order 1 (a
+    """Traced, each recurrence of float64 stacks is one equation past order 1 (a
     ``series`` primitive); spelled out (float32) it adds two array calls per order (a
     product and a sum on the stack: slices are views, not counted), past the fixed ones."""
     def f(t, dtype):
@@ -242,9 +242,8 @@ def test_recurrences_are_one_equation_at_every_order():
         return anp.sum(anp.exp(x) + anp.log(x) + 1.0 / x + anp.sin(x))
 
     def calls(k, dtype=np.float64):
-        s = nd.stage(nd.derivatives(lambda t: f(t, dtype), k))
-        s(0.1)
-        return sum(1 for e in s.programs()[0].eqns
+        program = nd.trace(nd.derivatives(lambda t: f(t, dtype), k), 0.1)
+        return sum(1 for e in program.eqns
                    if getattr(e.op, 'qualname', None) not in ('numpy.getitem', 'mul'))
     assert calls(8) == calls(4) == calls(2)
     # exp, log and the division 2 per order, sin with its cos 4 (the output's scalings:

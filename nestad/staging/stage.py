@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from .. import series
 from ..errors import InvalidInputError
 from ..pickling import check_picklable
 from ..reverse import young_collections_only
@@ -283,7 +284,11 @@ class Staged:
         if self.trace_count > 1:
             self.reasons.append(_retrace_reason(self, args, kwargs, key, failed))
         leaves, tree = flatten((args, kwargs))
-        program = trace_leaves(self.f, leaves, tree, mask)
+        if self.backend in ('numba', 'tiered'):
+            program = trace_leaves(self.f, leaves, tree, mask)
+        else:       # (Taylor mode's recurrences spelled out: faster as straight-line code)
+            with series.spelled_out():
+                program = trace_leaves(self.f, leaves, tree, mask)
         self.recent.append((start, time.perf_counter() - start))
         if len(self.recent) == RETRACE_WARN and 'retrace' not in self.warned:
             self._warn_retracing()
