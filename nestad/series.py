@@ -1,10 +1,11 @@
-"""Recurrences of Taylor coefficients as primitives (``taylor_stack``'s exp, log, sin/cos,
-sinh/cosh and division by a jet).
+"""Taylor mode's recurrences and Cauchy products as primitives (``taylor_stack``'s exp,
+log, sin/cos, sinh/cosh, division by a jet, and products of two jets).
 
 A recurrence on a stack of coefficients (K + 1, *shape) costs about five array calls per
-order when it is spelled with array primitives (``taylor_stack``): a staged jet of order
-10 holds some fifty equations per exp, and numba compiles each of them as array code
-with temporaries.  Here each recurrence is one ``Fused`` primitive:
+order when it is spelled with array primitives (``taylor_stack``), and a Cauchy product
+six with its gathers: a staged jet of order 10 holds some fifty equations per exp, and
+numba compiles each of them as array code with temporaries.  Here each is one ``Fused``
+primitive:
 
 * its plain implementation (``plain``, numpy) does the same calls in the same order as
   the spelled-out version, so it gives the same bits, in one Python function;
@@ -16,9 +17,12 @@ with temporaries.  Here each recurrence is one ``Fused`` primitive:
   recurrence nests as the spelled-out one does and needs no rules of its own but a batch
   rule (``taylor_stack``: its order axis is the stack's first, a batch axis goes second).
 
-``W`` is a recurrence's (K - 1) x (K - 1) grid of weights (``taylor_stack._grid``): a
-constant of the program.  ``whole``: the weighted terms made at once as one
-(K - 1) x (K - 1) grid (else order by order, for stacks past ``taylor_stack.PAIRS_LIMIT``).
+Eager jets, ``nd.trace`` and the numba and tiered backends fuse; ``stage``'s Python
+backend traces the spelled-out rules (``spelled_out``), which run faster there as
+straight-line code.  ``W`` is a recurrence's (K - 1) x (K - 1) grid of weights
+(``taylor_stack._grid``): a constant of the program.  ``whole``: the weighted terms made
+at once as one (K - 1) x (K - 1) grid (else order by order, for stacks past
+``taylor_stack.PAIRS_LIMIT``).
 """
 import threading
 
