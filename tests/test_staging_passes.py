@@ -1,6 +1,8 @@
 """Rewrites that make staged code faster: each keeps the program's results bit for bit
 (signed zeros included) and is checked at the program level (the rewritten program has
 fewer equations, or fewer loop slots) and against eager nestad."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -81,6 +83,33 @@ def test_scatter_sums_keep_every_bit_signed_zeros_included(shape, indices, dtype
         staged = nd.stage(f)
         staged(*args)
         assert same_bits(staged(*args), want)
+
+
+@pytest.mark.skipif(importlib.util.find_spec('numba') is None, reason="needs numba")
+def test_numba_keeps_the_signed_zeros_of_a_masked_fixup(dtype=np.float64):
+    """A fix-up that no slice spells is a mask (``np.add(r, 0.0, out=r, where=mask)``, which
+    numba's ufuncs do not take): numba's code adds a constant of 0.0 and -0.0 instead,
+    the same bits (it fell back to Python, e.g. on a staged gradient of a jet; float32
+    programs run as Python under numba's backend anyway)."""
+    import warnings
+    from nestad.staging.numba_backend import NumbaFallbackWarning
+    shape, indices = (6,), [slice(None, None, 2), slice(1, None, 2), slice(2, 5)]
+
+    def f(a, b, c):
+        return _scatter(a, index=indices[0], shape=shape) + _scatter(b, index=indices[1], shape=shape) \
+            + _scatter(c, index=indices[2], shape=shape)
+    rng = np.random.default_rng(3)
+    choices = np.array([-0.0, 0.0, -0.0, 1.5, -2.25])
+    draw = lambda: [rng.choice(choices, size=n).astype(dtype) for n in (3, 3, 3)]  # noqa: E731
+    program = nd.trace(f, *draw())
+    assert "where=" in accumulate_scatters(program).source()
+    staged = nd.stage(f, backend="numba")
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', NumbaFallbackWarning)
+        staged(*draw())
+        for _ in range(10):
+            args = draw()
+            assert same_bits(staged(*args), program(*args))
 
 
 def test_scatters_read_elsewhere_or_by_fancy_indices_are_left_alone():

@@ -56,7 +56,12 @@ class ScatterSum:
         em.lines.append(f"{pad}{out} = np.zeros({em.const(tuple(p['shape']))}{dtype})")
         for k, (g, index, fix) in enumerate(zip(gs, p['indices'], p['fixups'])):
             em.lines.append(f"{pad}{out}[{subscript(index, em)}] {'+=' if k else '='} {g}")
-            if isinstance(fix, np.ndarray):
+            if isinstance(fix, np.ndarray) and em.backend == 'numba':
+                # (numba's ufuncs take no ``where``: adding -0.0 leaves every number as it
+                # is, adding 0.0 turns -0.0 into 0.0, so one sum with a constant does it)
+                zeros = np.where(fix, 0.0, -0.0).astype(p['dtype'])
+                em.lines.append(f"{pad}{out} += {em.bind(zeros, 'zeros')}")
+            elif isinstance(fix, np.ndarray):
                 em.lines.append(f"{pad}np.add({out}, 0.0, out={out}, where={em.bind(fix, 'mask')})")
             elif fix is not None:
                 em.lines.append(f"{pad}{out}[{subscript(fix, em)}] += 0.0")

@@ -36,6 +36,7 @@ _OP = operator.attrgetter('op')
 class _Emitter:
     def __init__(self, safe=False, backend='python'):
         self.safe = safe        # spell nothing with a function that raises where IEEE answers
+        self.backend = backend
         self.spellings, names = lowering.spellings(backend)
         self.globals = {'math': math, 'np': np, '_GuardFailure': GuardFailure, **names}
         self.names = {}         # id(var) -> its name or inlined expression, while to be read
