@@ -186,9 +186,9 @@ def cauchy(prim, A, B, params, K):
     if prim is _MULTIPLY and len(_shape(A)) == len(_shape(B)):
         if K <= PUSHED_ORDERS:
             return _pushed_product(A, B, K)
-        if _float64(A, B):
+        if _fuses(A, B):
             return SERIES_MULTIPLY.lifted(A, B, i, j, grid)
-    elif prim is _MATMUL and K > 1 and _float64(A, B) and len(_shape(A)) >= 3 and \
+    elif prim is _MATMUL and K > 1 and _fuses(A, B) and len(_shape(A)) >= 3 and \
             len(_shape(A)) == len(_shape(B)):
         return SERIES_MATMUL.lifted(A, B, i, j, grid)
     return _cauchy_composed(prim, A, B, i, j, grid, params, K)
@@ -214,10 +214,10 @@ def _matmul_composed(A, B, i, j, grid):
     return _cauchy_composed(_MATMUL, A, B, i, j, grid, {}, _shape(A)[0] - 1)
 
 
-def _float64(*stacks):
-    """Whether the stacks' numbers are all float64 and Taylor mode fuses here
-    (``series.fusing``): the fused recurrences' loops keep their first argument's dtype,
-    so other dtypes, and mixed ones, take the spelled-out rules."""
+def _fuses(*stacks):
+    """Whether a recurrence or product of these stacks is one fused primitive: Taylor mode
+    fuses here (``series.fusing``) and their numbers are all float64 (the loops keep their
+    first argument's dtype: other dtypes, and mixed ones, take the spelled-out rules)."""
     if not series.fusing():
         return False
     for x in stacks:
@@ -341,10 +341,10 @@ def divide(prim, X, carried, params, K):
         a = reshape(a, (K + 1,) + (1,) * (rank - len(sa)) + sa)
     elif not ca and sa:
         a = reshape(a, (1,) * (rank - len(sa) + 1) + sa)   # (a constant's order axis)
-    elif not ca and a.__class__ in (float, int) and K > 1 and _float64(b):
+    elif not ca and a.__class__ in (float, int) and K > 1 and _fuses(b):
         a = np.full((1,) * (rank + 1), float(a))           # (numpy's float64 of the number)
         sa = (1,) * rank
-    if K > 1 and (ca or sa) and _float64(a, b):
+    if K > 1 and (ca or sa) and _fuses(a, b):
         return SERIES_DIVIDE.lifted(a, b, stacked=ca)
     return _divide_composed(a, b, ca)
 
@@ -368,7 +368,7 @@ def _trig(partner, sign, first):
     def rule(prim, X, carried, params, K):
         (X,) = X
         W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
-        if K > 1 and _float64(X):
+        if K > 1 and _fuses(X):
             return SERIES_TRIG.lifted(X, W, whole=whole, sign=sign, first=first)
         x0 = X[:1]
         own, other = prim.lifted(x0), registry.PRIMITIVES[partner].lifted(x0)
@@ -430,7 +430,7 @@ def _exp_composed(X, W, whole=True):
 
 def exp(prim, X, carried, params, K):
     (X,) = X
-    if K == 1 or not _float64(X):
+    if K == 1 or not _fuses(X):
         W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
         return _exp_composed(X, W, whole)
     W, whole = _weights(K, X, _exp_weight)
@@ -451,7 +451,7 @@ def _log_composed(X, W, whole=True):
 
 def log(prim, X, carried, params, K):
     (X,) = X
-    if K == 1 or not _float64(X):
+    if K == 1 or not _fuses(X):
         W, whole = _weights(K, X, _log_weight) if K > 1 else (None, True)
         return _log_composed(X, W, whole)
     W, whole = _weights(K, X, _log_weight)
