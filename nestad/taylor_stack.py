@@ -341,7 +341,7 @@ def divide(prim, X, carried, params, K):
         a = reshape(a, (K + 1,) + (1,) * (rank - len(sa)) + sa)
     elif not ca and sa:
         a = reshape(a, (1,) * (rank - len(sa) + 1) + sa)   # (a constant's order axis)
-    elif not ca and a.__class__ in (float, int) and K > 1 and _fuses(b):
+    elif not ca and a.__class__ in (float, int) and rank and K > 1 and _fuses(b):
         a = np.full((1,) * (rank + 1), float(a))           # (numpy's float64 of the number)
         sa = (1,) * rank
     if K > 1 and (ca or sa) and _fuses(a, b):
@@ -349,32 +349,25 @@ def divide(prim, X, carried, params, K):
     return _divide_composed(a, b, ca)
 
 
-def _sin_cos(X, W, whole, s0, c0, sign):
-    """``series.sin_cos`` on any values."""
-    return series.sin_cos(X, W, whole, s0, c0, sign, concatenate)
-
-
 def _trig_composed(X, W, whole=True, sign=-1, first=True):
+    """``sin`` (sign -1, ``first``), ``cos`` (-1, not ``first``), ``sinh``, ``cosh``:
+    ``series.sin_cos``, the pair together, with the pair's primals."""
     x0 = X[:1]
     names = ('numpy.sin', 'numpy.cos') if sign < 0 else ('numpy.sinh', 'numpy.cosh')
     s0, c0 = (registry.PRIMITIVES[n].lifted(x0) for n in names)
-    return _sin_cos(X, W, whole, s0, c0, sign)[0 if first else 1]
+    return series.sin_cos(X, W, whole, s0, c0, sign, concatenate)[0 if first else 1]
 
 
-def _trig(partner, sign, first):
-    """The stacked rule of ``sin`` (``cos``, ``sinh``, ``cosh``): ``_sin_cos`` with the
-    partner function's primal (past order 1 fused, ``SERIES_TRIG``); ``first`` says
-    whether the primitive's result is ``s``."""
-    def rule(prim, X, carried, params, K):
+def _recurrence(fused, weight, **params):
+    """The stacked rule of a recurrence: ``fused`` (one ``series`` primitive) past order 1
+    where it fuses (``_fuses``), else its spelled-out composition; ``weight(m, i)`` its
+    grid's weights."""
+    def rule(prim, X, carried, ignored, K):
         (X,) = X
-        W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
+        W, whole = _weights(K, X, weight) if K > 1 else (None, True)
         if K > 1 and _fuses(X):
-            return SERIES_TRIG.lifted(X, W, whole=whole, sign=sign, first=first)
-        x0 = X[:1]
-        own, other = prim.lifted(x0), registry.PRIMITIVES[partner].lifted(x0)
-        s, c = _sin_cos(X, W, whole, own, other, sign) if first else \
-            _sin_cos(X, W, whole, other, own, sign)
-        return s if first else c
+            return fused.lifted(X, W, whole=whole, **params)
+        return fused.composed(X, W, whole, **params)
     return rule
 
 
@@ -416,7 +409,6 @@ def _log_weight(j, i):
     return j / (j + i)
 
 
-
 def _exp_composed(X, W, whole=True):
     """``y = exp(x)``: ``y_k = sum_{m=0..k-1} ((k-m)/k) x_{k-m} y_m``, pushed: the terms of
     ``y_m`` (m >= 1) are ``i/(m+i) x_i`` (i = k - m), one grid ``W`` for every m."""
@@ -426,15 +418,6 @@ def _exp_composed(X, W, whole=True):
     if K == 1:
         return concatenate([y0, acc], axis=0)
     return _pushed(y0, acc, _terms(W, X[1:], K, whole), K)
-
-
-def exp(prim, X, carried, params, K):
-    (X,) = X
-    if K == 1 or not _fuses(X):
-        W, whole = _weights(K, X, _exp_weight) if K > 1 else (None, True)
-        return _exp_composed(X, W, whole)
-    W, whole = _weights(K, X, _exp_weight)
-    return SERIES_EXP.lifted(X, W, whole=whole)
 
 
 def _log_composed(X, W, whole=True):
@@ -447,15 +430,6 @@ def _log_composed(X, W, whole=True):
     if K == 1:
         return concatenate([y0, U], axis=0)
     return _pushed(y0, U, _terms(W, U, K, whole), K, -1)
-
-
-def log(prim, X, carried, params, K):
-    (X,) = X
-    if K == 1 or not _fuses(X):
-        W, whole = _weights(K, X, _log_weight) if K > 1 else (None, True)
-        return _log_composed(X, W, whole)
-    W, whole = _weights(K, X, _log_weight)
-    return SERIES_LOG.lifted(X, W, whole=whole)
 
 
 def _series_batch(prim, values, batched, params):
@@ -506,11 +480,11 @@ for _names, _rule in (
           'numpy.vecdot', 'numpy.convolve', 'numpy.correlate'), product),
         (('numpy.divide',), divide),
         (('numpy.power',), power),
-        (('numpy.exp',), exp),
-        (('numpy.log',), log),
-        (('numpy.sin',), _trig('numpy.cos', -1, True)),
-        (('numpy.cos',), _trig('numpy.sin', -1, False)),
-        (('numpy.sinh',), _trig('numpy.cosh', 1, True)),
-        (('numpy.cosh',), _trig('numpy.sinh', 1, False))):
+        (('numpy.exp',), _recurrence(SERIES_EXP, _exp_weight)),
+        (('numpy.log',), _recurrence(SERIES_LOG, _log_weight)),
+        (('numpy.sin',), _recurrence(SERIES_TRIG, _exp_weight, sign=-1, first=True)),
+        (('numpy.cos',), _recurrence(SERIES_TRIG, _exp_weight, sign=-1, first=False)),
+        (('numpy.sinh',), _recurrence(SERIES_TRIG, _exp_weight, sign=1, first=True)),
+        (('numpy.cosh',), _recurrence(SERIES_TRIG, _exp_weight, sign=1, first=False))):
     for _n in _names:
         STACKED_RULES[_n] = _rule
